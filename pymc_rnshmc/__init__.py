@@ -1,0 +1,26 @@
+"""pymc-rnshmc: surrogate-accelerated Hamiltonian Monte Carlo step methods for PyMC.
+
+``pm.sample(step=RNSHMC())`` explores with exact NUTS during tuning, fits a cheap surrogate of
+the potential ``U = -logp`` to what it saw, and then proposes with the surrogate's dynamics while
+the Metropolis test uses the exact log density, so the chain targets the exact posterior.
+"""
+
+from pymc_rnshmc.step_methods import RNSHMC, SurrogateWarning
+from pymc_rnshmc.surrogates import (
+    FitReport,
+    PotentialSurrogate,
+    RandomNetworkSurrogate,
+    SurrogateFitError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RNSHMC",
+    "FitReport",
+    "PotentialSurrogate",
+    "RandomNetworkSurrogate",
+    "SurrogateFitError",
+    "SurrogateWarning",
+    "__version__",
+]

@@ -1,0 +1,5 @@
+"""PyMC step methods that run Hamiltonian dynamics on a surrogate and correct exactly."""
+
+from pymc_rnshmc.step_methods.rnshmc import RNSHMC, SurrogateWarning
+
+__all__ = ["RNSHMC", "SurrogateWarning"]

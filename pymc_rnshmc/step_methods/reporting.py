@@ -1,0 +1,90 @@
+"""Sampler statistics and progress-bar columns shared by the surrogate HMC step methods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pymc.stats.convergence import SamplerWarning
+
+__all__ = ["SURROGATE_HMC_STATS", "nuts_stats_to_surrogate_stats", "progressbar_config"]
+
+SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
+    "accept": (np.float64, []),
+    "accepted": (bool, []),
+    "diverging": (bool, []),
+    "divergences": (np.int64, []),
+    "energy": (np.float64, []),
+    "energy_error": (np.float64, []),
+    "n_steps": (np.int64, []),
+    "tree_depth": (np.int64, []),
+    "reached_max_treedepth": (bool, []),
+    "index_in_trajectory": (np.int64, []),
+    "step_size": (np.float64, []),
+    "step_size_bar": (np.float64, []),
+    "model_logp": (np.float64, []),
+    "n_logp_evals": (np.int64, []),
+    "n_gradient_evals": (np.int64, []),
+    "used_surrogate": (bool, []),
+    "surrogate_error": (np.float64, []),
+    "largest_eigval": (np.float64, []),
+    "smallest_eigval": (np.float64, []),
+    "perf_counter_diff": (np.float64, []),
+    "process_time_diff": (np.float64, []),
+    "perf_counter_start": (np.float64, []),
+    "warning": (SamplerWarning, None),
+}
+"""Stats of every draw. PyMC's names where they exist; ``model_logp`` becomes ``lp`` in the
+result. ``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the model (a joint
+logp-and-gradient call counts in both); ``surrogate_error`` is how much the surrogate misjudged
+the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``."""
+
+_NUTS_RENAMES = {"depth": "tree_depth", "mean_tree_accept": "accept", "tree_size": "n_steps"}
+
+
+def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """Translate one draw's PyMC NUTS stats into :data:`SURROGATE_HMC_STATS`."""
+    converted = {_NUTS_RENAMES.get(key, key): value for key, value in stats.items()}
+    converted.pop("max_energy_error", None)
+    n_steps = int(converted["n_steps"])
+    converted["n_steps"] = n_steps
+    converted["accepted"] = bool(converted["index_in_trajectory"] != 0)
+    converted["n_logp_evals"] = n_steps + 1
+    converted["n_gradient_evals"] = n_steps + 1
+    converted["used_surrogate"] = False
+    converted["surrogate_error"] = np.nan
+    return converted
+
+
+def progressbar_config(n_chains: int = 1):
+    """Columns and initial values for PyMC's progress bar."""
+    from rich.progress import TextColumn
+    from rich.table import Column
+
+    columns = [
+        TextColumn("{task.fields[divergences]}", table_column=Column("Divergences", ratio=1)),
+        TextColumn("{task.fields[step_size]:0.3f}", table_column=Column("Step size", ratio=1)),
+        TextColumn("{task.fields[n_gradient_evals]}", table_column=Column("Grad evals", ratio=1)),
+        TextColumn("{task.fields[n_logp_evals]}", table_column=Column("Logp evals", ratio=1)),
+        TextColumn("{task.fields[dynamics]}", table_column=Column("Dynamics", ratio=1)),
+    ]
+    stats = {
+        "divergences": [0] * n_chains,
+        "step_size": [0.0] * n_chains,
+        "n_gradient_evals": [0] * n_chains,
+        "n_logp_evals": [0] * n_chains,
+        "dynamics": ["exact"] * n_chains,
+    }
+    return columns, stats
+
+
+def progressbar_update(stats: dict[str, Any]) -> dict[str, Any]:
+    """Progress-bar fields from one draw's stats."""
+    return {
+        "divergences": stats["divergences"],
+        "step_size": stats["step_size"],
+        "n_gradient_evals": stats["n_gradient_evals"],
+        "n_logp_evals": stats["n_logp_evals"],
+        "dynamics": "surrogate" if stats["used_surrogate"] else "exact",
+        "failing": stats["divergences"] > 0,
+    }

@@ -1,0 +1,372 @@
+"""RNSHMC: exact HMC whose trajectories follow a random network surrogate of the potential."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+from typing import Any
+
+import numpy as np
+from pymc.step_methods.compound import Competence
+from pymc.step_methods.hmc.nuts import NUTS, NUTSState
+from pymc.step_methods.state import dataclass_state
+from pymc.step_methods.step_sizes import DualAverageAdaptation
+from pymc.vartypes import continuous_types
+
+from pymc_rnshmc.step_methods.exact_logp import ExactLogp
+from pymc_rnshmc.step_methods.reporting import (
+    SURROGATE_HMC_STATS,
+    nuts_stats_to_surrogate_stats,
+    progressbar_config,
+    progressbar_update,
+)
+from pymc_rnshmc.step_methods.surrogate_dynamics import SurrogateDynamicsMixin
+from pymc_rnshmc.step_methods.trajectory_setup import choose_trajectory
+from pymc_rnshmc.step_methods.variables import continuous_value_vars
+from pymc_rnshmc.surrogates import PotentialSurrogate, RandomNetworkSurrogate, SurrogateFitError
+from pymc_rnshmc.training import TrainingBuffer
+
+__all__ = ["RNSHMC", "SurrogateWarning"]
+
+_log = logging.getLogger("pymc.rnshmc")
+
+EXPLORATION = "exploration"
+SURROGATE = "surrogate"
+EXACT = "exact"
+DEFAULT_EXPLORATION_STEPS = 700
+
+
+class SurrogateWarning(UserWarning):
+    """The surrogate could not be used as configured; sampling continues exactly."""
+
+
+@dataclass_state
+class RNSHMCState(NUTSState):
+    phase: str
+    surrogate: Any
+    path_length: float | None
+    trajectory_choice: Any
+    _metric: Any
+    _training: TrainingBuffer
+    _jump_lengths: list
+    _tree_lengths: list
+    _tune_steps: int | None
+    _cache: Any
+    _step_size_bounds: tuple
+    _surrogate_divergences: int
+
+
+class RNSHMC(SurrogateDynamicsMixin, NUTS):
+    r"""Random network surrogate Hamiltonian Monte Carlo.
+
+    Tuning starts with PyMC's NUTS on the exact log density (with its step-size dual averaging
+    and mass-matrix adaptation) and records every draw with its exact ``logp`` and gradient.
+    Before tuning ends, a random network surrogate of the potential ``U = -logp`` is fitted to
+    those values and gradients; the rest of tuning re-adapts the step size of HMC trajectories
+    that follow the surrogate's gradient. After tuning, each draw draws a momentum, integrates
+    the surrogate dynamics for a path length learned from NUTS (with jitter), evaluates the exact
+    ``logp`` once at the end point and accepts with the exact Hamiltonian: zero exact gradients
+    per draw, and the chain leaves the exact posterior invariant however good the surrogate is.
+
+    Parameters
+    ----------
+    vars : list, optional
+        Continuous variables to sample; default all continuous variables of the model.
+    n_hidden : int, optional
+        Hidden units of the random network; default from the number of training points
+        (up to 2000).
+    hidden_units : {"additive", "radial"}
+        Node type of the hidden layer.
+    activation : str
+        Activation of additive nodes (``"softplus"``, ``"tanh"``, ``"logistic"``, ``"cosine"``).
+    quadratic : bool
+        Fit a quadratic base to the exact gradients and the network to the residual.
+    penalty : float, optional
+        Relative ridge penalty; default chosen on held-out training points.
+    surrogate : PotentialSurrogate, optional
+        A surrogate object to fit instead of the random network (overrides the options above).
+    exploration_steps : int, optional
+        Exact NUTS draws before the surrogate is fitted. Default: 70 % of ``tune`` on PyMC 6
+        (which tells the step the tuning length), 700 on PyMC 5. If tuning ends first, the
+        surrogate is fitted then and the NUTS step size is used unchanged.
+    training_window : int, optional
+        How many of the last exploration draws to train on; default the last 75 %.
+    path_length : float, optional
+        Integration time of the surrogate trajectories. Default: chosen, together with the
+        metric (PyMC's adapted diagonal one, or a dense one from the exact gradients) and the
+        step size, by simulating surrogate chains for integration times around NUTS's.
+    max_steps : int
+        Largest number of leapfrog steps in one surrogate trajectory.
+    target_accept : float
+        Target acceptance of the exploration NUTS, in (0, 1).
+    surrogate_target_accept : float
+        Target acceptance of the surrogate dynamics, in (0, 1). Surrogate steps are cheap, so
+        it is higher than NUTS's: a rejection wastes an exact evaluation.
+    **kwargs
+        Passed on to :class:`pymc.NUTS` (``max_treedepth``, ``scaling``, ``potential``, ...).
+
+    Notes
+    -----
+    Sampler statistics (``idata.sample_stats``): ``accept``, ``accepted``, ``diverging``,
+    ``energy``, ``energy_error``, ``n_steps``, ``step_size``, ``lp`` as in PyMC; ``tree_depth``
+    (0 for surrogate draws); ``n_logp_evals`` and ``n_gradient_evals``, the exact model
+    evaluations of the draw; ``used_surrogate``; and ``surrogate_error``, how much the
+    surrogate misjudged the potential change of the proposal.
+
+    References
+    ----------
+    .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
+       using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
+    .. [2] Hoffman, M. D., & Gelman, A. (2014). The No-U-Turn sampler. JMLR, 15, 1593-1623.
+    """
+
+    name = "rnshmc"
+    default_blocked = True
+    stats_dtypes_shapes = SURROGATE_HMC_STATS
+    _state_class = RNSHMCState
+
+    def __init__(
+        self,
+        vars=None,
+        *,
+        n_hidden: int | None = None,
+        hidden_units: str = "additive",
+        activation: str = "softplus",
+        quadratic: bool = True,
+        penalty: float | None = None,
+        surrogate: PotentialSurrogate | None = None,
+        exploration_steps: int | None = None,
+        training_window: int | None = None,
+        path_length: float | None = None,
+        max_steps: int = 1024,
+        target_accept: float = 0.8,
+        surrogate_target_accept: float = 0.9,
+        model=None,
+        **kwargs,
+    ) -> None:
+        from pymc.model import modelcontext
+
+        model = modelcontext(model)
+        for name, value in (
+            ("target_accept", target_accept),
+            ("surrogate_target_accept", surrogate_target_accept),
+        ):
+            if not (isinstance(value, int | float) and 0 < value < 1):
+                raise ValueError(f"{name} must be in (0, 1), got {value!r}.")
+        for name, value in (
+            ("exploration_steps", exploration_steps),
+            ("training_window", training_window),
+        ):
+            if value is not None and (int(value) != value or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}.")
+        if path_length is not None and not (np.isfinite(path_length) and path_length > 0):
+            raise ValueError(f"path_length must be a positive number or None, got {path_length!r}.")
+        if int(max_steps) != max_steps or max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}.")
+        if surrogate is None:
+            surrogate = RandomNetworkSurrogate(
+                n_hidden=n_hidden,
+                hidden_units=hidden_units,
+                activation=activation,
+                quadratic=quadratic,
+                penalty=penalty,
+            )
+        elif not isinstance(surrogate, PotentialSurrogate):
+            raise TypeError(
+                "surrogate must provide fit(positions, potentials, gradients, rng), "
+                "potential(positions) and gradient(position)."
+            )
+        vars = continuous_value_vars(vars, model, type(self).__name__)
+        super().__init__(vars, model=model, target_accept=target_accept, **kwargs)
+        self._exact_logp = ExactLogp(model, self.vars, kwargs.get("initial_point"), self.dtype)
+        self._surrogate_template = surrogate
+        self.exploration_steps = None if exploration_steps is None else int(exploration_steps)
+        self.training_window = None if training_window is None else int(training_window)
+        self.user_path_length = None if path_length is None else float(path_length)
+        self.max_steps = int(max_steps)
+        self.surrogate_target_accept = float(surrogate_target_accept)
+        self._tune_steps = None
+        self._start_chain()
+
+    @property
+    def dtype(self) -> str:
+        """Floating-point type of the sampled vector."""
+        return self._logp_dlogp_func.dtype
+
+    # ----------------------------------------------------------------- chain lifecycle
+    def _start_chain(self) -> None:
+        """Forget everything learned on a previous chain."""
+        self.phase = EXPLORATION
+        self.surrogate = None
+        self.path_length = self.user_path_length
+        self.trajectory_choice = None
+        self._metric = None
+        self._training = TrainingBuffer(self._exact_logp.size)
+        self._jump_lengths = []
+        self._tree_lengths = []
+        self._cache = None
+        self._step_size_bounds = (0.0, np.inf)
+        self._surrogate_divergences = 0
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:  # PyMC >= 6
+        self._tune_steps = int(tune)
+        super().setup_chain(rng, tune, draws)
+        self._start_chain()
+
+    def set_rng(self, rng) -> None:  # PyMC 5
+        super().set_rng(rng)
+        self._start_chain()
+
+    def reset_tuning(self, start=None) -> None:
+        super().reset_tuning(start)
+        self._start_chain()
+
+    def _exploration_length(self) -> int:
+        if self.exploration_steps is not None:
+            return self.exploration_steps
+        if self._tune_steps is not None:
+            return max(1, round(0.7 * self._tune_steps))
+        return DEFAULT_EXPLORATION_STEPS
+
+    def stop_tuning(self) -> None:
+        if self.phase == EXPLORATION:
+            self._fit_surrogate(end_of_tuning=True)
+        super().stop_tuning()
+
+    # ----------------------------------------------------------------- stepping
+    def step(self, point):
+        self._exact_logp.set_extra_values(point)
+        return super().step(point)
+
+    def astep(self, q0):
+        exploring = self.phase == EXPLORATION and self.tune
+        if exploring and self.iter_count >= self._exploration_length():
+            self._fit_surrogate(end_of_tuning=False)
+        if self.phase == SURROGATE:
+            return self._surrogate_astep(q0)
+        q_new, (stats,) = super().astep(q0)
+        stats = nuts_stats_to_surrogate_stats(stats)
+        self._cache = (q_new.data.copy(), stats["model_logp"], self._exact_logp.extra_values())
+        return q_new, [stats]
+
+    def _hamiltonian_step(self, start, p0, step_size):
+        result = super()._hamiltonian_step(start, p0, step_size)
+        if self.tune and self.phase == EXPLORATION:
+            end = result.end
+            self._training.append(end.q.data, -float(end.logp), -np.asarray(end.q_grad))
+            self._jump_lengths.append(abs(int(end.index_in_trajectory)) * float(step_size))
+            self._tree_lengths.append(float(result.stats["tree_size"]) * float(step_size))
+        return result
+
+    # ----------------------------------------------------------------- fitting
+    def _fit_surrogate(self, end_of_tuning: bool) -> None:
+        n_explored = len(self._training)
+        window = self.training_window or max(1, round(0.75 * n_explored))
+        first = max(0, n_explored - window)
+        positions, potentials, gradients = self._training.window(first)
+        dim = positions.shape[1]
+        needed = 2 * dim + 2
+        if positions.shape[0] < needed:
+            self.phase = EXACT
+            warnings.warn(
+                f"RNSHMC collected {positions.shape[0]} exact draws for its surrogate before "
+                f"{'tuning ended' if end_of_tuning else 'the end of exploration'}, but needs at "
+                f"least {needed} in {dim} dimensions. Sampling continues with exact NUTS. "
+                "Increase `tune` (or `exploration_steps`).",
+                SurrogateWarning,
+                stacklevel=2,
+            )
+            return
+        surrogate = copy.deepcopy(self._surrogate_template)
+        try:
+            surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
+            check = surrogate.gradient(positions[-1])
+            if not np.all(np.isfinite(check)):
+                raise SurrogateFitError("the fitted surrogate has a non-finite gradient.")
+        except (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
+            self.phase = EXACT
+            warnings.warn(
+                f"RNSHMC could not fit its surrogate ({err}). Sampling continues with exact "
+                "NUTS, which is correct but gets no speed-up.",
+                SurrogateWarning,
+                stacklevel=2,
+            )
+            return
+        nuts_step_size = float(self.step_adapt.current(False))
+        try:
+            choice = choose_trajectory(
+                surrogate,
+                self._exact_logp,
+                self.potential,
+                positions,
+                gradients,
+                jumps=np.asarray(self._jump_lengths[first:]),
+                tree_lengths=np.asarray(self._tree_lengths[first:]),
+                step_size=nuts_step_size,
+                target_accept=self.surrogate_target_accept,
+                max_steps=self.max_steps,
+                rng=self.rng.spawn(1)[0],
+                path_length=self.user_path_length,
+            )
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
+            self.phase = EXACT
+            warnings.warn(
+                f"RNSHMC could not set up its surrogate dynamics ({err}). Sampling continues "
+                "with exact NUTS.",
+                SurrogateWarning,
+                stacklevel=2,
+            )
+            return
+        self.surrogate = surrogate
+        self.trajectory_choice = choice
+        best = choice.best
+        self._metric = best.metric
+        self.path_length = best.path_length
+        self._step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
+        k, t0, gamma = self.step_adapt._k, self.step_adapt._t0, self.step_adapt._gamma
+        # Dual averaging explores around ten times its initial step; start it at a tenth so it
+        # centres on the simulated step size, unless no tuning is left to adapt.
+        initial = best.step_size if end_of_tuning else 0.1 * best.step_size
+        self.step_adapt = DualAverageAdaptation(initial, self.surrogate_target_accept, gamma, k, t0)
+        self.phase = SURROGATE
+        self._cache = None
+        report = getattr(surrogate, "report", None)
+        _log.info(
+            "RNSHMC fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
+            "step size %.3g, path length %.3g.",
+            positions.shape[0],
+            ""
+            if report is None
+            else f" in {report.seconds:.2g} s ({report.n_hidden} hidden "
+            f"units, held-out gradient error {report.gradient_error:.1%})",
+            best.metric.kind,
+            best.step_size,
+            best.path_length,
+        )
+        if end_of_tuning:
+            warnings.warn(
+                "Tuning ended before RNSHMC finished exploring "
+                f"({n_explored} of {self._exploration_length()} draws), so the surrogate "
+                "dynamics use the step size chosen by simulation on the surrogate, without "
+                "re-adaptation on the exact acceptance. Increase `tune` or lower "
+                "`exploration_steps` for better acceptance.",
+                SurrogateWarning,
+                stacklevel=2,
+            )
+
+    # ----------------------------------------------------------------- PyMC protocol
+    @staticmethod
+    def competence(var, has_grad):
+        """Compatible with continuous variables that have gradients (never preferred)."""
+        if var.dtype in continuous_types and has_grad:
+            return Competence.COMPATIBLE
+        return Competence.INCOMPATIBLE
+
+    @staticmethod
+    def _progressbar_config(n_chains=1):
+        return progressbar_config(n_chains)
+
+    @staticmethod
+    def _make_progressbar_update_functions():
+        return (progressbar_update,)

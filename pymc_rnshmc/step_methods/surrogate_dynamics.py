@@ -1,0 +1,188 @@
+"""One draw of surrogate HMC inside a PyMC step: surrogate trajectory, exact Metropolis test.
+
+Shared by the surrogate step methods. The host class is a PyMC ``BaseHMC`` subclass that
+provides ``potential`` (the mass matrix), ``step_adapt`` (dual averaging), ``rng``, ``tune``,
+``Emax``, ``iter_count`` and the divergence counters, plus ``surrogate``, ``path_length``,
+``max_steps``, ``_metric`` (:mod:`pymc_rnshmc.metrics`), ``_step_size_bounds``,
+``_exact_logp`` and ``_cache``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from pymc.blocking import RaveledVars
+from pymc.exceptions import SamplingError
+from pymc.stats.convergence import SamplerWarning, WarningType
+
+from pymc_rnshmc.acceptance import metropolis_accept
+from pymc_rnshmc.integration import leapfrog
+
+__all__ = ["SurrogateDynamicsMixin", "jittered_n_steps"]
+
+
+def jittered_n_steps(
+    rng: np.random.Generator,
+    path_length: float,
+    step_size: float,
+    max_steps: int,
+    jitter: float = 0.2,
+) -> int:
+    """Draw the number of leapfrog steps of one trajectory.
+
+    Uniform on about +-20 % around ``path_length / step_size`` (at least two distinct values),
+    so trajectory lengths never lock into a period of the dynamics.
+    """
+    centre = path_length / step_size
+    low = max(1, round((1.0 - jitter) * centre))
+    high = max(low + 1, round((1.0 + jitter) * centre))
+    return int(min(rng.integers(low, high + 1), max_steps))
+
+
+class SurrogateDynamicsMixin:
+    """Adds ``_surrogate_astep`` to a PyMC HMC step method."""
+
+    def _current_state(self, position: np.ndarray) -> tuple[float, float, np.ndarray, int]:
+        """Exact logp, surrogate potential and gradient at ``position``.
+
+        Also returns the number of exact evaluations spent: 0 when the previous draw left
+        them cached.
+        """
+        cache = self._cache
+        if (
+            cache is not None
+            and len(cache) == 5
+            and np.array_equal(cache[0], position)
+            and self._exact_logp.extras_unchanged(cache[2])
+        ):
+            return cache[1], cache[3], cache[4], 0
+        if (
+            cache is not None
+            and np.array_equal(cache[0], position)
+            and self._exact_logp.extras_unchanged(cache[2])
+        ):
+            logp, evaluations = cache[1], 0
+        else:
+            logp, evaluations = self._exact_logp(position), 1
+        if not np.isfinite(logp):
+            raise SamplingError(
+                f"Bad initial energy: the model's logp is {logp} at the current point. "
+                "Check the initial values with model.debug() or model.point_logps()."
+            )
+        surrogate_potential = float(self.surrogate.potential(position))
+        gradient = np.asarray(self.surrogate.gradient(position), dtype=float)
+        return logp, surrogate_potential, gradient, evaluations
+
+    def _surrogate_step_size(self) -> float:
+        step_size = float(self.step_adapt.current(self.tune))
+        low, high = self._step_size_bounds
+        return float(np.clip(step_size, low, high))
+
+    def _surrogate_astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
+        perf_start = time.perf_counter()
+        process_start = time.process_time()
+        position = q0.data
+        logp, surrogate_potential, gradient, n_logp_evals = self._current_state(position)
+
+        metric = self._metric
+        momentum = metric.random(self.rng)
+        start_energy = metric.energy(momentum) - logp
+        step_size = self._surrogate_step_size()
+        n_steps = jittered_n_steps(self.rng, self.path_length, step_size, self.max_steps)
+        with np.errstate(over="ignore", invalid="ignore"):
+            trajectory = leapfrog(
+                position,
+                momentum,
+                gradient,
+                step_size,
+                n_steps,
+                self.surrogate.gradient,
+                metric.velocity,
+            )
+
+        message = None
+        proposal_logp = -np.inf
+        proposal_surrogate = np.nan
+        if trajectory.failed:
+            message = "The surrogate gradient or the trajectory became non-finite."
+        else:
+            proposal_logp = self._exact_logp(trajectory.position)
+            n_logp_evals += 1
+            if not np.isfinite(proposal_logp):
+                message = f"The model's logp is {proposal_logp} at the proposal."
+        if message is None:
+            proposal_energy = metric.energy(trajectory.momentum) - proposal_logp
+            energy_change = proposal_energy - start_energy
+            if not np.isfinite(energy_change) or abs(energy_change) > self.Emax:
+                message = f"Energy change {energy_change:.3g} exceeds Emax = {self.Emax}."
+        else:
+            energy_change = np.inf
+        accept, accepted = metropolis_accept(energy_change, self.rng)
+        accepted = accepted and message is None
+
+        if message is None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                proposal_surrogate = float(self.surrogate.potential(trajectory.position))
+            surrogate_error = (logp - proposal_logp) - (proposal_surrogate - surrogate_potential)
+        else:
+            surrogate_error = np.nan
+
+        if self.tune:
+            self.step_adapt.update(accept, True)
+        if accepted:
+            position = trajectory.position
+            logp, surrogate_potential, gradient = (
+                proposal_logp,
+                proposal_surrogate,
+                trajectory.gradient,
+            )
+            energy = proposal_energy
+        else:
+            energy = start_energy
+        self._cache = (
+            position.copy(),
+            logp,
+            self._exact_logp.extra_values(),
+            surrogate_potential,
+            gradient,
+        )
+
+        warning = self._divergence_warning(message, q0) if message else None
+        self.iter_count += 1
+        perf_end = time.perf_counter()
+        stats = {
+            "accept": accept,
+            "accepted": accepted,
+            "diverging": message is not None,
+            "divergences": self.divergences,
+            "energy": energy,
+            "energy_error": energy_change if np.isfinite(energy_change) else np.nan,
+            "n_steps": trajectory.n_steps,
+            "tree_depth": 0,
+            "reached_max_treedepth": False,
+            "index_in_trajectory": trajectory.n_steps if accepted else 0,
+            "step_size": step_size,
+            "step_size_bar": float(self.step_adapt.current(False)),
+            "model_logp": logp,
+            "n_logp_evals": n_logp_evals,
+            "n_gradient_evals": 0,
+            "used_surrogate": True,
+            "surrogate_error": surrogate_error,
+            "perf_counter_diff": perf_end - perf_start,
+            "process_time_diff": time.process_time() - process_start,
+            "perf_counter_start": perf_start,
+            "warning": warning,
+        }
+        stats.update(self.potential.stats())
+        return RaveledVars(position, q0.point_map_info), [stats]
+
+    def _divergence_warning(self, message: str, q0: RaveledVars) -> SamplerWarning:
+        if self.tune:
+            kind = WarningType.TUNING_DIVERGENCE
+        else:
+            kind = WarningType.DIVERGENCE
+            self.divergences += 1
+            self._num_divs_sample += 1
+        return SamplerWarning(kind, message, "debug", self.iter_count)

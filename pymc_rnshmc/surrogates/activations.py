@@ -1,0 +1,77 @@
+"""Activation functions of the random hidden units and the derivatives the surrogate needs.
+
+Only the first derivative enters the surrogate's gradient (the force of the surrogate dynamics);
+the value enters the surrogate potential, which is used for diagnostics and value rows of the fit.
+All functions are numpy ufunc compositions, so they work on scalars and arrays of any shape and
+stay finite for large arguments (``logaddexp`` and ``expit`` never overflow).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+__all__ = ["ACTIVATIONS", "Activation", "get_activation"]
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A scalar nonlinearity with its first derivative.
+
+    Parameters
+    ----------
+    name : str
+        The name under which the activation is registered.
+    value : callable
+        ``a(x)``, applied elementwise.
+    derivative : callable
+        ``a'(x)``, applied elementwise.
+    """
+
+    name: str
+    value: Callable[[np.ndarray], np.ndarray]
+    derivative: Callable[[np.ndarray], np.ndarray]
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
+def _tanh_derivative(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(x)
+    return 1.0 - t * t
+
+
+def _logistic_derivative(x: np.ndarray) -> np.ndarray:
+    s = expit(x)
+    return s * (1.0 - s)
+
+
+def _negative_sine(x: np.ndarray) -> np.ndarray:
+    return -np.sin(x)
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    "softplus": Activation("softplus", _softplus, expit),
+    "tanh": Activation("tanh", np.tanh, _tanh_derivative),
+    "logistic": Activation("logistic", expit, _logistic_derivative),
+    "cosine": Activation("cosine", np.cos, _negative_sine),
+}
+
+
+def get_activation(name: str) -> Activation:
+    """Return the registered activation called ``name``.
+
+    Raises
+    ------
+    ValueError
+        If no activation of that name exists; the message lists the valid names.
+    """
+    try:
+        return ACTIVATIONS[name]
+    except (KeyError, TypeError):
+        valid = ", ".join(sorted(ACTIVATIONS))
+        raise ValueError(f"Unknown activation {name!r}; choose one of: {valid}.") from None

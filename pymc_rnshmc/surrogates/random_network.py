@@ -1,0 +1,326 @@
+"""The random network surrogate of the potential energy ``U = -logp``.
+
+``U~(q) = Q(z) + v . phi(z) + c`` with ``z`` the whitened position, ``Q`` an optional quadratic
+fitted to exact gradients (:mod:`~pymc_rnshmc.surrogates.quadratic`), ``phi`` a random hidden
+layer (:mod:`~pymc_rnshmc.surrogates.hidden_layers`) and ``v`` output weights from regularized
+least squares on the residual values *and* gradients (paper section 3, Algorithm 2, extended
+with gradient rows). The penalty is chosen on interleaved held-out blocks of the training points.
+
+Only the gradient of the surrogate drives the dynamics; the exact Metropolis test never sees the
+surrogate, so a poor fit costs acceptance, never correctness.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_rnshmc.surrogates.hidden_layers import AdditiveLayer, RadialLayer, make_hidden_layer
+from pymc_rnshmc.surrogates.least_squares import penalty_grid, ridge_path, ridge_solve
+from pymc_rnshmc.surrogates.quadratic import QuadraticPotential
+from pymc_rnshmc.surrogates.whitening import Whitening
+
+__all__ = ["FitReport", "RandomNetworkSurrogate", "SurrogateFitError"]
+
+MAX_DEFAULT_HIDDEN = 2000
+MIN_DEFAULT_HIDDEN = 50
+
+
+class SurrogateFitError(RuntimeError):
+    """The surrogate could not be fitted to the training data."""
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """What a surrogate fit used and how well it predicts held-out training points.
+
+    Attributes
+    ----------
+    n_points : int
+        Training points used (after dropping non-finite ones).
+    n_hidden : int
+        Hidden units.
+    penalty : float
+        Ridge penalty of the final fit.
+    gradient_error : float
+        Held-out root-mean-square gradient error relative to the spread of the exact gradients,
+        in whitened coordinates (0 is perfect, 1 is as good as a constant). NaN without gradients.
+    potential_error : float
+        Held-out root-mean-square error of the potential after removing the mean offset.
+    seconds : float
+        Wall time of the fit.
+    """
+
+    n_points: int
+    n_hidden: int
+    penalty: float
+    gradient_error: float
+    potential_error: float
+    seconds: float
+
+
+def default_n_hidden(n_points: int, dim: int, with_gradients: bool) -> int:
+    """Hidden units for ``n_points`` training points.
+
+    A quarter of the least-squares rows, between 50 and 2000.
+    """
+    rows = n_points * (dim + 1) if with_gradients else n_points
+    return int(np.clip(rows // 4, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
+
+
+def _validation_mask(n_points: int, fraction: float) -> np.ndarray:
+    """Hold out every ``round(1 / fraction)``-th block of consecutive points.
+
+    Blocks keep autocorrelated chain states on one side of the split.
+    """
+    mask = np.zeros(n_points, dtype=bool)
+    if fraction <= 0 or n_points < 10:
+        return mask
+    period = max(2, round(1.0 / fraction))
+    block = max(1, n_points // (10 * period))
+    mask[(np.arange(n_points) // block) % period == period - 1] = True
+    return mask
+
+
+class RandomNetworkSurrogate:
+    """Random network surrogate of a potential energy, fitted by least squares.
+
+    Parameters
+    ----------
+    n_hidden : int, optional
+        Number of hidden units ``s``. Default: a quarter of the number of least-squares rows
+        (``n (d + 1)`` with gradients), between 50 and 2000.
+    hidden_units : {"additive", "radial"}
+        Node type (paper section 3.2).
+    activation : str
+        Activation of additive nodes: ``"softplus"`` (default), ``"tanh"``, ``"logistic"`` or
+        ``"cosine"``.
+    quadratic : bool
+        Fit a quadratic base to the exact gradients and the network to the residual.
+    penalty : float, optional
+        Fixed ridge penalty, relative to the mean diagonal of the normal equations. Default:
+        chosen by held-out error over ``1e-10 .. 10``.
+    gradient_weight : float
+        Weight of gradient rows relative to value rows (in whitened coordinates).
+    validation_fraction : float
+        Fraction of training points held out to choose the penalty.
+    weight_scale : float
+        Scale of the random hidden weights (additive) or widths (radial) in whitened units.
+
+    References
+    ----------
+    .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
+       using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
+    .. [2] Huang, G.-B., Zhu, Q.-Y., & Siew, C.-K. (2006). Extreme learning machine: theory and
+       applications. Neurocomputing, 70, 489-501.
+    """
+
+    def __init__(
+        self,
+        n_hidden: int | None = None,
+        hidden_units: str = "additive",
+        activation: str = "softplus",
+        quadratic: bool = True,
+        penalty: float | None = None,
+        gradient_weight: float = 1.0,
+        validation_fraction: float = 0.2,
+        weight_scale: float = 1.0,
+    ) -> None:
+        if n_hidden is not None and (int(n_hidden) != n_hidden or n_hidden < 1):
+            raise ValueError(f"n_hidden must be a positive integer, got {n_hidden!r}.")
+        if hidden_units not in ("additive", "radial"):
+            raise ValueError(
+                f"Unknown hidden unit type {hidden_units!r}; choose 'additive' or 'radial'."
+            )
+        if hidden_units == "additive":
+            from pymc_rnshmc.surrogates.activations import get_activation
+
+            get_activation(activation)
+        if penalty is not None and not (np.isfinite(penalty) and penalty >= 0):
+            raise ValueError(f"penalty must be a non-negative number or None, got {penalty!r}.")
+        if not (np.isfinite(gradient_weight) and gradient_weight >= 0):
+            raise ValueError(f"gradient_weight must be non-negative, got {gradient_weight!r}.")
+        if not 0 <= validation_fraction < 1:
+            raise ValueError(f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
+        if not (np.isfinite(weight_scale) and weight_scale > 0):
+            raise ValueError(f"weight_scale must be positive, got {weight_scale!r}.")
+        self.n_hidden = None if n_hidden is None else int(n_hidden)
+        self.hidden_units = hidden_units
+        self.activation = activation
+        self.quadratic = quadratic
+        self.penalty = penalty
+        self.gradient_weight = float(gradient_weight)
+        self.validation_fraction = float(validation_fraction)
+        self.weight_scale = float(weight_scale)
+        self.whitening: Whitening | None = None
+        self.quadratic_part: QuadraticPotential | None = None
+        self.layer: AdditiveLayer | RadialLayer | None = None
+        self.coefficients: np.ndarray | None = None
+        self.offset = 0.0
+        self.report: FitReport | None = None
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether :meth:`fit` has succeeded."""
+        return self.coefficients is not None
+
+    def fit(
+        self,
+        positions: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> RandomNetworkSurrogate:
+        """Fit to exact potentials (and gradients) at training positions.
+
+        Parameters
+        ----------
+        positions : ndarray, shape (n, d)
+        potentials : ndarray, shape (n,)
+            ``U = -logp`` at the positions.
+        gradients : ndarray, shape (n, d), optional
+            ``grad U`` at the positions.
+        rng : numpy.random.Generator, optional
+            Source of the random hidden layer.
+
+        Raises
+        ------
+        SurrogateFitError
+            Too few finite training points, or the least-squares problem produced non-finite
+            weights.
+        """
+        start = time.perf_counter()
+        rng = np.random.default_rng(rng)
+        positions = np.atleast_2d(np.asarray(positions, dtype=float))
+        potentials = np.asarray(potentials, dtype=float).reshape(-1)
+        n_points, dim = positions.shape
+        if potentials.shape[0] != n_points:
+            raise ValueError("positions and potentials must have the same number of rows.")
+        finite = np.all(np.isfinite(positions), axis=1) & np.isfinite(potentials)
+        if gradients is not None:
+            gradients = np.asarray(gradients, dtype=float).reshape(n_points, dim)
+            finite &= np.all(np.isfinite(gradients), axis=1)
+            gradients = gradients[finite]
+        positions, potentials = positions[finite], potentials[finite]
+        n_points = positions.shape[0]
+        minimum = 2 * dim + 2 if (self.quadratic and gradients is not None) else 3
+        if n_points < minimum:
+            raise SurrogateFitError(
+                f"{n_points} finite training points in {dim} dimensions; the surrogate needs "
+                f"at least {minimum}."
+            )
+
+        whitening = Whitening.from_positions(positions)
+        whitened = whitening.to_whitened(positions)
+        residual_values = potentials.copy()
+        residual_gradients = None
+        quadratic_part = None
+        if gradients is not None:
+            residual_gradients = whitening.gradient_to_whitened(gradients)
+            if self.quadratic:
+                quadratic_part = QuadraticPotential.fit(whitened, residual_gradients)
+                residual_values -= quadratic_part.potential(whitened)
+                residual_gradients = residual_gradients - quadratic_part.gradient(whitened)
+
+        n_hidden = self.n_hidden or default_n_hidden(n_points, dim, gradients is not None)
+        layer = make_hidden_layer(
+            self.hidden_units, rng, n_hidden, whitened, self.activation, self.weight_scale
+        )
+        features = layer.features(whitened)
+
+        held_out = _validation_mask(n_points, self.validation_fraction)
+        gradient_error = potential_error = np.nan
+        if self.penalty is None and held_out.any():
+            relative_penalty, (gradient_mse, potential_mse) = self._select_penalty(
+                layer, whitened, features, residual_values, residual_gradients, held_out
+            )
+            potential_error = float(np.sqrt(potential_mse))
+            if gradients is not None:
+                exact = whitening.gradient_to_whitened(gradients[held_out])
+                spread = np.mean(np.sum((exact - exact.mean(axis=0)) ** 2, axis=1))
+                gradient_error = float(np.sqrt(gradient_mse / max(spread, 1e-300)))
+        else:
+            relative_penalty = 1e-6 if self.penalty is None else self.penalty
+
+        gram, projection = self._normal_equations(
+            layer, whitened, features, residual_values, residual_gradients
+        )
+        scale = float(np.mean(np.diag(gram))) or 1.0
+        coefficients = ridge_solve(gram, projection, relative_penalty * scale)
+        if not np.all(np.isfinite(coefficients)):
+            raise SurrogateFitError("The least-squares fit produced non-finite output weights.")
+
+        self.whitening = whitening
+        self.quadratic_part = quadratic_part
+        self.layer = layer
+        self.coefficients = coefficients
+        self.offset = 0.0
+        self.offset = float(np.mean(potentials - self.potential(positions)))
+        self.report = FitReport(
+            n_points=n_points,
+            n_hidden=n_hidden,
+            penalty=relative_penalty,
+            gradient_error=gradient_error,
+            potential_error=potential_error,
+            seconds=time.perf_counter() - start,
+        )
+        return self
+
+    def _normal_equations(self, layer, whitened, features, values, gradients):
+        centred = features - features.mean(axis=0)
+        gram = centred.T @ centred
+        projection = centred.T @ (values - values.mean())
+        if gradients is not None and self.gradient_weight > 0:
+            gram += self.gradient_weight * layer.gradient_gram(whitened)
+            projection += self.gradient_weight * layer.gradient_projection(whitened, gradients)
+        return gram, projection
+
+    def _select_penalty(self, layer, whitened, features, values, gradients, held_out):
+        train = ~held_out
+        train_gradients = None if gradients is None else gradients[train]
+        gram, projection = self._normal_equations(
+            layer, whitened[train], features[train], values[train], train_gradients
+        )
+        penalties = penalty_grid(gram)
+        path = ridge_path(gram, projection, penalties)
+
+        value_predictions = features[held_out] @ path
+        value_predictions -= value_predictions.mean(axis=0)
+        value_targets = values[held_out] - values[held_out].mean()
+        value_errors = np.mean((value_predictions - value_targets[:, None]) ** 2, axis=0)
+        if gradients is None:
+            criterion = value_errors
+            gradient_errors = np.full_like(value_errors, np.nan)
+        else:
+            predicted = layer.gradient_batch(whitened[held_out], path)
+            residual = predicted - gradients[held_out][:, :, None]
+            gradient_errors = np.mean(np.sum(residual**2, axis=1), axis=0)
+            criterion = gradient_errors + value_errors / whitened.shape[1]
+        criterion = np.where(np.isfinite(criterion), criterion, np.inf)
+        if not np.any(np.isfinite(criterion)):
+            raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
+        # The largest penalty within 1 % of the best error: prefer the smoother fit on ties.
+        good = np.flatnonzero(criterion <= 1.01 * np.min(criterion))
+        best = good[-1]
+        scale = float(np.mean(np.diag(gram))) or 1.0
+        relative = penalties[best] / scale
+        return relative, (gradient_errors[best], value_errors[best])
+
+    def potential(self, positions: np.ndarray) -> np.ndarray | float:
+        """Surrogate potential at one point ``(d,)`` (a float) or at rows ``(n, d)``."""
+        whitened = self.whitening.to_whitened(positions)
+        value = self.layer.features(whitened) @ self.coefficients + self.offset
+        if self.quadratic_part is not None:
+            value = value + self.quadratic_part.potential(whitened)
+        return float(value) if np.ndim(value) == 0 else value
+
+    def gradient(self, position: np.ndarray) -> np.ndarray:
+        """Gradient of the surrogate potential at one point ``(d,)`` or at rows ``(n, d)``."""
+        whitening = self.whitening
+        whitened = (position - whitening.centre) @ whitening.inverse_factor.T
+        gradient = self.layer.gradient(whitened, self.coefficients)
+        if self.quadratic_part is not None:
+            gradient = gradient + self.quadratic_part.gradient(whitened)
+        return gradient @ whitening.inverse_factor

@@ -1,0 +1,52 @@
+"""The papers' workloads as PyMC models, for examples, benchmarks and tests.
+
+* ``logistic_regression``: RNS-HMC paper section 5.1. ``X = (0.1 * 1, X1)`` with
+  ``X1 ~ N(0, I / 100)``, ``beta_true ~ U[0, 1]^d``, ``y ~ Bernoulli(sigmoid(X beta_true))`` and
+  prior ``beta ~ N(0, 100 I)``; d = 50 and N = 100000 in the paper.
+* ``banana``: sparse-grid HMC paper section 4.2. ``b ~ N(0, I_2)``,
+  ``y_i ~ N(b1 + b2^2, 2^2)``, 100 observations generated with ``b1 + b2^2 = 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+
+
+def logistic_regression_data(n_obs: int = 100_000, dim: int = 50, seed: int = 2017):
+    """Design matrix, responses and true coefficients of the simulated logistic regression."""
+    rng = np.random.default_rng(seed)
+    design = np.column_stack([np.full(n_obs, 0.1), rng.normal(0.0, 0.1, size=(n_obs, dim - 1))])
+    beta = rng.uniform(0.0, 1.0, size=dim)
+    probabilities = 1.0 / (1.0 + np.exp(-(design @ beta)))
+    responses = (rng.uniform(size=n_obs) < probabilities).astype("int64")
+    return design, responses, beta
+
+
+def logistic_regression(n_obs: int = 100_000, dim: int = 50, seed: int = 2017) -> pm.Model:
+    """The RNS-HMC paper's simulated logistic regression as a PyMC model."""
+    design, responses, _ = logistic_regression_data(n_obs, dim, seed)
+    with pm.Model() as model:
+        x = pm.Data("X", design)
+        beta = pm.Normal("beta", 0.0, 10.0, shape=dim)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=responses)
+    return model
+
+
+def banana_data(n_obs: int = 100, seed: int = 2015) -> np.ndarray:
+    """Observations of the banana posterior: ``b1 + b2^2 = 1`` plus N(0, 2^2) noise."""
+    return 1.0 + 2.0 * np.random.default_rng(seed).normal(size=n_obs)
+
+
+def banana(n_obs: int = 100, seed: int = 2015) -> pm.Model:
+    """The sparse-grid HMC paper's banana-shaped posterior as a PyMC model."""
+    data = banana_data(n_obs, seed)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0.0, 1.0, shape=2)
+        pm.Normal("y", b[0] + b[1] ** 2, 2.0, observed=data)
+    return model
+
+
+WORKLOADS = {"logistic_regression": logistic_regression, "banana": banana}
+
+__all__ = ["WORKLOADS", "banana", "banana_data", "logistic_regression", "logistic_regression_data"]

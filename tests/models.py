@@ -1,0 +1,79 @@
+"""Small models with known posteriors, shared by the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from pymc_rnshmc.workloads import banana_data
+
+NORMAL_MEAN = np.array([1.0, -2.0, 0.5])
+NORMAL_SD = np.array([1.0, 0.5, 2.0])
+
+CORRELATED_MEAN = np.array([1.0, -1.0])
+CORRELATED_COVARIANCE = np.array([[1.0, 0.9 * 0.5], [0.9 * 0.5, 0.25]])
+
+
+def independent_normal() -> pm.Model:
+    """``x ~ N(NORMAL_MEAN, NORMAL_SD)``, three coordinates."""
+    with pm.Model() as model:
+        pm.Normal("x", NORMAL_MEAN, NORMAL_SD, shape=3)
+    return model
+
+
+def correlated_normal() -> pm.Model:
+    """Two-dimensional normal with correlation 0.9 and unequal scales."""
+    with pm.Model() as model:
+        pm.MvNormal("x", CORRELATED_MEAN, CORRELATED_COVARIANCE)
+    return model
+
+
+def beta_binomial() -> pm.Model:
+    """``p ~ Beta(2, 3)``, 7 successes in 20 trials: posterior ``Beta(9, 16)`` (logit space)."""
+    with pm.Model() as model:
+        p = pm.Beta("p", 2.0, 3.0)
+        pm.Binomial("y", n=20, p=p, observed=7)
+    return model
+
+
+def gamma_poisson() -> pm.Model:
+    """``rate ~ Gamma(2, 1)``, five Poisson counts summing to 12: posterior ``Gamma(14, 6)``."""
+    with pm.Model() as model:
+        rate = pm.Gamma("rate", 2.0, 1.0)
+        pm.Poisson("y", rate, observed=np.array([3, 1, 4, 2, 2]))
+    return model
+
+
+BANANA_SIGMA_Y = 2.0
+
+
+def banana_reference_moments(data: np.ndarray | None = None, n_grid: int = 1201):
+    """Posterior means and sds of the banana (:func:`pymc_rnshmc.workloads.banana`) by
+    quadrature on a fine grid."""
+    data = banana_data() if data is None else data
+    axis = np.linspace(-6.0, 6.0, n_grid)
+    b1, b2 = np.meshgrid(axis, axis, indexing="ij")
+    location = b1 + b2**2
+    n, total, squares = data.size, data.sum(), np.sum(data**2)
+    log_density = -(squares - 2 * location * total + n * location**2) / (2 * BANANA_SIGMA_Y**2)
+    log_density -= 0.5 * (b1**2 + b2**2)
+    weights = np.exp(log_density - log_density.max())
+    weights /= weights.sum()
+    means = np.array([np.sum(weights * b1), np.sum(weights * b2)])
+    sds = np.sqrt([np.sum(weights * b1**2), np.sum(weights * b2**2)] - means**2)
+    return means, sds
+
+
+TRUNCATION = 1.0
+
+
+def truncated_normal(bad_value: float) -> pm.Model:
+    """``x ~ N(0, 1)`` restricted to ``x < 1`` by a potential that is ``bad_value`` beyond.
+
+    ``bad_value`` is ``-inf`` or ``nan``: proposals past the cut have a non-finite logp.
+    """
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 1.0)
+        pm.Potential("cut", pt.switch(x > TRUNCATION, bad_value, 0.0))
+    return model
