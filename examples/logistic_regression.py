@@ -93,9 +93,8 @@ def main() -> None:
         cells = [f"{result[c]:12.3g}" for c in columns]
         print(" | ".join([name.ljust(7), *cells]))
     nuts, rns = results["NUTS"], results["RNSHMC"]
-    print(
-        f"\nRNSHMC / NUTS bulk ESS per second of draws: {rns['bulk ESS/s'] / nuts['bulk ESS/s']:.1f}x"
-    )
+    speedup = rns["bulk ESS/s"] / nuts["bulk ESS/s"]
+    print(f"\nRNSHMC / NUTS bulk ESS per second of draws: {speedup:.1f}x")
     mcse = np.sqrt(nuts["sd"] ** 2 / nuts["bulk"] + rns["sd"] ** 2 / rns["bulk"])
     z = np.abs(rns["mean"] - nuts["mean"]) / mcse
     print(f"Largest difference of posterior means: {z.max():.2f} MCSE (median {np.median(z):.2f})")
