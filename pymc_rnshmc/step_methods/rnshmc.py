@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 import warnings
 from typing import Any
 
@@ -47,6 +48,7 @@ class RNSHMCState(NUTSState):
     surrogate: Any
     path_length: float | None
     trajectory_choice: Any
+    setup_seconds: float
     _metric: Any
     _training: TrainingBuffer
     _jump_lengths: list
@@ -201,6 +203,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         self.surrogate = None
         self.path_length = self.user_path_length
         self.trajectory_choice = None
+        self.setup_seconds = 0.0
         self._metric = None
         self._training = TrainingBuffer(self._exact_logp.size)
         self._jump_lengths = []
@@ -261,6 +264,13 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
 
     # ----------------------------------------------------------------- fitting
     def _fit_surrogate(self, end_of_tuning: bool) -> None:
+        start = time.perf_counter()
+        try:
+            self._set_up_surrogate(end_of_tuning)
+        finally:
+            self.setup_seconds = time.perf_counter() - start
+
+    def _set_up_surrogate(self, end_of_tuning: bool) -> None:
         n_explored = len(self._training)
         window = self.training_window or max(1, round(0.75 * n_explored))
         first = max(0, n_explored - window)
@@ -330,7 +340,6 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         initial = best.step_size if end_of_tuning else 0.1 * best.step_size
         self.step_adapt = DualAverageAdaptation(initial, self.surrogate_target_accept, gamma, k, t0)
         self.phase = SURROGATE
-        self._cache = None
         report = getattr(surrogate, "report", None)
         _log.info(
             "RNSHMC fitted its surrogate on %d exact draws%s; trajectories: %s metric, "

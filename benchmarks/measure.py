@@ -1,0 +1,170 @@
+"""Measurements shared by the benchmark scripts: ESS summaries, evaluation costs, sampler runs."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import time
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import xarray as xr
+
+from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.step_methods.exact_logp import ExactLogp
+
+
+def ess_summary(posterior) -> dict:
+    """Min and median bulk ESS, min tail ESS over every coordinate of every variable."""
+    dataset = xr.Dataset({name: posterior[name] for name in posterior.data_vars})
+    bulk = np.concatenate([np.ravel(v) for v in az.ess(dataset, method="bulk").to_array().values])
+    tail = np.concatenate([np.ravel(v) for v in az.ess(dataset, method="tail").to_array().values])
+    return {
+        "min_bulk_ess": float(bulk.min()),
+        "median_bulk_ess": float(np.median(bulk)),
+        "min_tail_ess": float(tail.min()),
+    }
+
+
+def posterior_moments(posterior) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Means, sds and bulk ESS of every coordinate, flattened in a fixed order."""
+    means, sds, ess = [], [], []
+    dataset = xr.Dataset({name: posterior[name] for name in posterior.data_vars})
+    bulk = az.ess(dataset, method="bulk")
+    for name in sorted(posterior.data_vars):
+        values = np.asarray(posterior[name].values)
+        flat = values.reshape(values.shape[0] * values.shape[1], -1)
+        means.append(flat.mean(axis=0))
+        sds.append(flat.std(axis=0, ddof=1))
+        ess.append(np.ravel(bulk[name].values))
+    return np.concatenate(means), np.concatenate(sds), np.concatenate(ess)
+
+
+def mean_agreement(reference, other) -> float:
+    """Largest difference of posterior means, in combined Monte Carlo standard errors."""
+    mean_a, sd_a, ess_a = posterior_moments(reference)
+    mean_b, sd_b, ess_b = posterior_moments(other)
+    mcse = np.sqrt(sd_a**2 / ess_a + sd_b**2 / ess_b)
+    return float(np.max(np.abs(mean_a - mean_b) / mcse))
+
+
+def evaluation_costs(model, repeats: int = 200) -> dict:
+    """Median seconds of one logp-only and one logp-and-gradient call, in the sampler's space."""
+    value_vars = model.continuous_value_vars
+    initial_point = model.initial_point()
+    logp = ExactLogp(model, value_vars, initial_point, "float64")
+    joint = model.logp_dlogp_function(value_vars, ravel_inputs=True, initial_point=initial_point)
+    joint.set_extra_values({})
+    compiled = joint._pytensor_function
+    compiled.trust_input = True
+    position = np.zeros(logp.size) + 0.5
+    costs = {}
+    for name, function in (("logp_seconds", logp), ("logp_gradient_seconds", compiled)):
+        function(position)
+        timings = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            function(position)
+            timings.append(time.perf_counter() - start)
+        costs[name] = float(np.median(timings))
+    return costs
+
+
+def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int, profile=False):
+    """``pm.sample`` with a PyMC step; times of the whole call and of the draws after tuning."""
+    with model:
+        step = step_factory()
+        profiler = cProfile.Profile() if profile else None
+        start = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        idata = pm.sample(
+            step=step,
+            tune=tune,
+            draws=draws,
+            chains=chains,
+            cores=1,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
+        if profiler:
+            profiler.disable()
+        wall = time.perf_counter() - start
+    stats = idata.sample_stats
+    warmup = idata.warmup_sample_stats
+    result = {
+        "wall_seconds": wall,
+        "sampling_seconds": float(stats["perf_counter_diff"].sum()),
+        "tuning_draw_seconds": float(warmup["perf_counter_diff"].sum()),
+        "accept": float(
+            (stats["accept"] if "accept" in stats else stats["acceptance_rate"]).mean()
+        ),
+        "mean_n_steps": float(stats["n_steps"].mean()),
+        "mean_integration_time": float((stats["n_steps"] * stats["step_size"]).mean()),
+        "divergences": int(stats["diverging"].sum()),
+    }
+    if "n_gradient_evals" in stats:
+        result["gradients_per_draw"] = float(stats["n_gradient_evals"].mean())
+        result["logps_per_draw"] = float(stats["n_logp_evals"].mean())
+    else:
+        result["gradients_per_draw"] = result["logps_per_draw"] = result["mean_n_steps"] + 1.0
+    result.update(ess_summary(idata.posterior))
+    if isinstance(step, RNSHMC) and step.surrogate is not None:
+        report = getattr(step.surrogate, "report", None)
+        result["surrogate_fit_seconds"] = None if report is None else report.seconds
+        result["setup_seconds"] = step.setup_seconds
+        result["surrogate_gradient_error"] = None if report is None else report.gradient_error
+        best = step.trajectory_choice.best
+        result["trajectory"] = {
+            "metric": best.metric.kind,
+            "path_length": best.path_length,
+            "simulated_step_size": best.step_size,
+        }
+        result["mean_abs_surrogate_error"] = float(np.abs(stats["surrogate_error"]).mean())
+    if profiler:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
+        result["profile"] = text.getvalue()
+    return idata, result
+
+
+def run_nutpie(model, tune: int, draws: int, chains: int, seed: int):
+    """nutpie on the same model; its sampling phase is apportioned by gradient evaluations."""
+    import nutpie
+
+    start = time.perf_counter()
+    compiled = nutpie.compile_pymc_model(model)
+    compile_seconds = time.perf_counter() - start
+    loop_start = time.perf_counter()
+    idata = nutpie.sample(
+        compiled,
+        tune=tune,
+        draws=draws,
+        chains=chains,
+        seed=seed,
+        progress_bar=False,
+        save_warmup=True,
+        cores=1,
+    )
+    loop_seconds = time.perf_counter() - loop_start
+    wall = time.perf_counter() - start
+    stats, warmup = idata.sample_stats, idata.warmup_sample_stats
+    sampling_steps = float(stats["n_steps"].sum())
+    share = sampling_steps / (sampling_steps + float(warmup["n_steps"].sum()))
+    result = {
+        "wall_seconds": wall,
+        "compile_seconds": compile_seconds,
+        "sampling_seconds": loop_seconds * share,
+        "accept": float(stats["mean_tree_accept"].mean()),
+        "mean_n_steps": float(stats["n_steps"].mean()),
+        "mean_integration_time": float((stats["n_steps"] * stats["step_size"]).mean()),
+        "divergences": int(stats["diverging"].sum()),
+        "gradients_per_draw": float(stats["n_steps"].mean()),
+        "logps_per_draw": float(stats["n_steps"].mean()),
+    }
+    result.update(ess_summary(idata.posterior))
+    return idata, result

@@ -1,0 +1,124 @@
+"""Which surrogate design choices matter, measured on the paper's logistic regression.
+
+    python -m benchmarks.surrogate_design                 # N = 10 000 (workload B), d = 50
+
+For each variant of the random network surrogate (values only or values and gradients, with or
+without the quadratic base, several widths) this samples with ``RNSHMC(surrogate=variant)`` and
+reports the fit time, the gradient error on held-out NUTS posterior draws, the acceptance and the
+minimum bulk ESS per second of the draws after tuning. Writes
+``benchmarks/results/surrogate_design.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pymc as pm  # noqa: E402
+
+from benchmarks.measure import ess_summary  # noqa: E402
+from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate  # noqa: E402
+from pymc_rnshmc.workloads import logistic_regression  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+
+
+class ValuesOnly(RandomNetworkSurrogate):
+    """The paper's fit: exact potentials only, the gradients it was given are ignored."""
+
+    def fit(self, positions, potentials, gradients=None, rng=None):
+        return super().fit(positions, potentials, None, rng=rng)
+
+
+VARIANTS = {
+    "values only, s=2000 (paper)": lambda: ValuesOnly(n_hidden=2000, quadratic=False),
+    "values+gradients, s=500": lambda: RandomNetworkSurrogate(n_hidden=500, quadratic=False),
+    "values+gradients, s=2000": lambda: RandomNetworkSurrogate(n_hidden=2000, quadratic=False),
+    "quadratic + network, s=500": lambda: RandomNetworkSurrogate(n_hidden=500),
+    "quadratic + network, s=2000 (default)": lambda: RandomNetworkSurrogate(n_hidden=2000),
+}
+
+
+def held_out_set(model, draws: int, seed: int):
+    """NUTS posterior draws with their exact potential gradients, as a test set."""
+    with model:
+        idata = pm.sample(
+            step=pm.NUTS(),
+            tune=1000,
+            draws=draws,
+            chains=1,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+        function = model.logp_dlogp_function(ravel_inputs=True)
+        function.set_extra_values({})
+    positions = np.asarray(idata.posterior["beta"].values[0])
+    gradients = np.stack([-function._pytensor_function(q)[1] for q in positions])
+    return positions, gradients
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-obs", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=3)
+    args = parser.parse_args()
+    model = logistic_regression(n_obs=args.n_obs)
+    test_positions, test_gradients = held_out_set(model, 300, args.seed + 100)
+    spread = np.mean(np.sum((test_gradients - test_gradients.mean(0)) ** 2, axis=1))
+    rows = []
+    for name, make in VARIANTS.items():
+        with model:
+            step = RNSHMC(surrogate=make())
+            idata = pm.sample(
+                step=step,
+                tune=1000,
+                draws=1000,
+                chains=1,
+                random_seed=args.seed,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+        surrogate = step.surrogate
+        predicted = surrogate.gradient(test_positions)
+        error = np.sqrt(np.mean(np.sum((predicted - test_gradients) ** 2, axis=1)) / spread)
+        stats = idata.sample_stats
+        seconds = float(stats["perf_counter_diff"].sum())
+        ess = ess_summary(idata.posterior)
+        rows.append(
+            {
+                "variant": name,
+                "fit_seconds": surrogate.report.seconds,
+                "test_gradient_error": float(error),
+                "accept": float(stats["accept"].mean()),
+                "min_bulk_ess": ess["min_bulk_ess"],
+                "min_tail_ess": ess["min_tail_ess"],
+                "bulk_ess_per_second": ess["min_bulk_ess"] / seconds,
+                "ms_per_draw": 1e3 * seconds / stats["accept"].size,
+            }
+        )
+        print(rows[-1], flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "surrogate_design.json").write_text(json.dumps(rows, indent=2))
+    header = "| variant | fit s | held-out gradient error | accept | min bulk ESS | "
+    header += "min tail ESS | bulk ESS/s | ms/draw |"
+    lines = [header, "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(
+            f"| {row['variant']} | {row['fit_seconds']:.2f} | {row['test_gradient_error']:.3f} "
+            f"| {row['accept']:.2f} | {row['min_bulk_ess']:.0f} | {row['min_tail_ess']:.0f} | "
+            f"{row['bulk_ess_per_second']:.0f} | {row['ms_per_draw']:.2f} |"
+        )
+    (RESULTS / "surrogate_design.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""The examples run end to end at tiny sizes, so they cannot rot."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_logistic_regression_example_compares_nuts_and_rnshmc():
+    environment = dict(os.environ, PYTHONPATH=str(ROOT))
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "logistic_regression.py"),
+            "--n-obs=400",
+            "--dim=4",
+            "--tune=300",
+            "--draws=150",
+            "--chains=1",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "RNSHMC / NUTS bulk ESS per second" in completed.stdout
+    rnshmc_row = next(line for line in completed.stdout.splitlines() if line.startswith("RNSHMC "))
+    cells = [cell.strip() for cell in rnshmc_row.split("|")]
+    assert float(cells[-2]) == 0.0  # exact gradients per draw after tuning
+    assert float(cells[-1]) == 1.0  # exact logp evaluations per draw
