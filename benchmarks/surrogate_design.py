@@ -16,16 +16,16 @@ import os
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import pymc as pm  # noqa: E402
+import numpy as np
+import pymc as pm
 
-from benchmarks.measure import ess_summary  # noqa: E402
-from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate  # noqa: E402
-from pymc_rnshmc.workloads import logistic_regression  # noqa: E402
+from benchmarks.measure import ess_summary
+from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate
+from pymc_rnshmc.workloads import logistic_regression
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -16,27 +16,40 @@ def effective_sample_size(draws: np.ndarray, method: str = "bulk") -> float:
     return float(az.ess(dataset, method=method)["x"])
 
 
-def mean_error_in_mcse(draws: np.ndarray, true_mean: float) -> float:
-    """``|mean - true_mean|`` in units of ``sd / sqrt(bulk ESS)``."""
+def mean_error_in_mcse(draws: np.ndarray, true_mean: float, reference_mcse: float = 0.0) -> float:
+    """``|mean - true_mean|`` in units of ``sd / sqrt(bulk ESS)`` (and the reference's MCSE)."""
     ess = effective_sample_size(draws, "bulk")
-    return abs(draws.mean() - true_mean) / (draws.std(ddof=1) / np.sqrt(ess))
+    mcse = np.hypot(draws.std(ddof=1) / np.sqrt(ess), reference_mcse)
+    return abs(draws.mean() - true_mean) / mcse
 
 
-def sd_error_in_mcse(draws: np.ndarray, true_sd: float) -> float:
+def sd_error_in_mcse(draws: np.ndarray, true_sd: float, reference_mcse: float = 0.0) -> float:
     """``|sd - true_sd|`` in units of its MCSE, from the ESS of the squared deviations."""
     squared = (draws - draws.mean()) ** 2
     ess = effective_sample_size(squared, "mean")
     mcse_sd = squared.std(ddof=1) / np.sqrt(ess) / (2.0 * np.sqrt(squared.mean()))
-    return abs(np.sqrt(squared.mean()) - true_sd) / mcse_sd
+    return abs(np.sqrt(squared.mean()) - true_sd) / np.hypot(mcse_sd, reference_mcse)
 
 
-def assert_moments(draws: np.ndarray, mean: float, sd: float, label: str = "", min_ess=200):
-    """Check the mean and sd of ``(chain, draw)`` draws within ``K_SIGMA`` MCSE."""
+def assert_moments(
+    draws: np.ndarray,
+    mean: float,
+    sd: float,
+    label: str = "",
+    min_ess=200,
+    reference_mcse_mean: float = 0.0,
+    reference_mcse_sd: float = 0.0,
+):
+    """Check the mean and sd of ``(chain, draw)`` draws within ``K_SIGMA`` MCSE.
+
+    For references that are themselves Monte Carlo estimates, pass their standard errors;
+    they are added in quadrature to the sampler's.
+    """
     draws = np.asarray(draws, dtype=float)
     ess = effective_sample_size(draws, "bulk")
     assert ess >= min_ess, f"{label}: bulk ESS {ess:.0f} < {min_ess}; the check would be weak"
-    z_mean = mean_error_in_mcse(draws, mean)
-    z_sd = sd_error_in_mcse(draws, sd)
+    z_mean = mean_error_in_mcse(draws, mean, reference_mcse_mean)
+    z_sd = sd_error_in_mcse(draws, sd, reference_mcse_sd)
     assert z_mean < K_SIGMA, f"{label}: mean {draws.mean():.4g} vs {mean:.4g} ({z_mean:.1f} MCSE)"
     assert z_sd < K_SIGMA, f"{label}: sd {draws.std():.4g} vs {sd:.4g} ({z_sd:.1f} MCSE)"
 

@@ -7,7 +7,17 @@ from typing import Any
 import numpy as np
 from pymc.stats.convergence import SamplerWarning
 
-__all__ = ["SURROGATE_HMC_STATS", "nuts_stats_to_surrogate_stats", "progressbar_config"]
+__all__ = [
+    "SURROGATE_HMC_STATS",
+    "SurrogateWarning",
+    "nuts_stats_to_surrogate_stats",
+    "progressbar_config",
+]
+
+
+class SurrogateWarning(UserWarning):
+    """The surrogate could not be used as configured; sampling stays exact."""
+
 
 SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "accept": (np.float64, []),

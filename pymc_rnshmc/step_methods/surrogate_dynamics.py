@@ -10,6 +10,7 @@ provides ``potential`` (the mass matrix), ``step_adapt`` (dual averaging), ``rng
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from pymc.stats.convergence import SamplerWarning, WarningType
 
 from pymc_rnshmc.acceptance import metropolis_accept
 from pymc_rnshmc.integration import leapfrog
+from pymc_rnshmc.step_methods.reporting import SurrogateWarning
 
 __all__ = ["SurrogateDynamicsMixin", "jittered_n_steps"]
 
@@ -43,6 +45,27 @@ def jittered_n_steps(
 
 class SurrogateDynamicsMixin:
     """Adds ``_surrogate_astep`` to a PyMC HMC step method."""
+
+    def _force(self, position: np.ndarray) -> np.ndarray:
+        """Gradient field of the trajectories.
+
+        The surrogate's, or the exact one where the surrogate's is not finite or implausibly
+        large. Either way it is a fixed function of the position, so the leapfrog stays reversible
+        and volume preserving (the sparse-grid HMC paper's eq. 3.11 mixes fields the same way),
+        and a surrogate that fails somewhere cannot wall that region off from the chain.
+        """
+        gradient = self.surrogate.gradient(position)
+        with np.errstate(invalid="ignore"):
+            if (np.abs(gradient) <= self._force_bound).all():  # False for NaN as well
+                return gradient
+        self._exact_forces += 1
+        try:
+            _, logp_gradient = self._logp_dlogp_func._pytensor_function(
+                np.ascontiguousarray(position, dtype=self.dtype)
+            )
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+            return np.full_like(position, np.nan)
+        return -np.asarray(logp_gradient, dtype=float)
 
     def _current_state(self, position: np.ndarray) -> tuple[float, float, np.ndarray, int]:
         """Exact logp, surrogate potential and gradient at ``position``.
@@ -72,7 +95,7 @@ class SurrogateDynamicsMixin:
                 "Check the initial values with model.debug() or model.point_logps()."
             )
         surrogate_potential = float(self.surrogate.potential(position))
-        gradient = np.asarray(self.surrogate.gradient(position), dtype=float)
+        gradient = np.asarray(self._force(position), dtype=float)
         return logp, surrogate_potential, gradient, evaluations
 
     def _surrogate_step_size(self) -> float:
@@ -84,6 +107,7 @@ class SurrogateDynamicsMixin:
         perf_start = time.perf_counter()
         process_start = time.process_time()
         position = q0.data
+        self._exact_forces = 0
         logp, surrogate_potential, gradient, n_logp_evals = self._current_state(position)
 
         metric = self._metric
@@ -98,7 +122,7 @@ class SurrogateDynamicsMixin:
                 gradient,
                 step_size,
                 n_steps,
-                self.surrogate.gradient,
+                self._force,
                 metric.velocity,
             )
 
@@ -113,7 +137,8 @@ class SurrogateDynamicsMixin:
             if not np.isfinite(proposal_logp):
                 message = f"The model's logp is {proposal_logp} at the proposal."
         if message is None:
-            proposal_energy = metric.energy(trajectory.momentum) - proposal_logp
+            with np.errstate(over="ignore", invalid="ignore"):
+                proposal_energy = metric.energy(trajectory.momentum) - proposal_logp
             energy_change = proposal_energy - start_energy
             if not np.isfinite(energy_change) or abs(energy_change) > self.Emax:
                 message = f"Energy change {energy_change:.3g} exceeds Emax = {self.Emax}."
@@ -122,15 +147,28 @@ class SurrogateDynamicsMixin:
         accept, accepted = metropolis_accept(energy_change, self.rng)
         accepted = accepted and message is None
 
-        if message is None:
+        surrogate_error = np.nan
+        integrator_accept = 0.0
+        if not trajectory.failed:
             with np.errstate(over="ignore", invalid="ignore"):
                 proposal_surrogate = float(self.surrogate.potential(trajectory.position))
-            surrogate_error = (logp - proposal_logp) - (proposal_surrogate - surrogate_potential)
-        else:
-            surrogate_error = np.nan
+                surrogate_change = (
+                    proposal_surrogate
+                    - surrogate_potential
+                    + metric.energy(trajectory.momentum)
+                    - (start_energy + logp)
+                )
+            if np.isfinite(surrogate_change):
+                integrator_accept = float(np.exp(min(0.0, -surrogate_change)))
+            if message is None:
+                surrogate_error = (logp - proposal_logp) - (
+                    proposal_surrogate - surrogate_potential
+                )
 
         if self.tune:
-            self.step_adapt.update(accept, True)
+            # The step size controls the integrator's share of rejections, measured on the
+            # surrogate's own Hamiltonian; a smaller step cannot fix the surrogate's own error.
+            self.step_adapt.update(integrator_accept, True)
         if accepted:
             position = trajectory.position
             logp, surrogate_potential, gradient = (
@@ -150,6 +188,16 @@ class SurrogateDynamicsMixin:
         )
 
         warning = self._divergence_warning(message, q0) if message else None
+        if self._exact_forces and not self.tune and not self._warned_exact_forces:
+            self._warned_exact_forces = True
+            warnings.warn(
+                "The surrogate's gradient was not finite, or implausibly large, at some points "
+                "of a trajectory; RNSHMC used the exact gradient there (counted in "
+                "n_gradient_evals). The posterior stays exact, but a surrogate trained on more "
+                "of the region would be cheaper.",
+                SurrogateWarning,
+                stacklevel=2,
+            )
         self.iter_count += 1
         perf_end = time.perf_counter()
         stats = {
@@ -166,8 +214,8 @@ class SurrogateDynamicsMixin:
             "step_size": step_size,
             "step_size_bar": float(self.step_adapt.current(False)),
             "model_logp": logp,
-            "n_logp_evals": n_logp_evals,
-            "n_gradient_evals": 0,
+            "n_logp_evals": n_logp_evals + self._exact_forces,
+            "n_gradient_evals": self._exact_forces,
             "used_surrogate": True,
             "surrogate_error": surrogate_error,
             "perf_counter_diff": perf_end - perf_start,

@@ -200,4 +200,4 @@ def make_hidden_layer(
         return AdditiveLayer.draw(rng, n_hidden, dim, activation, scale)
     if kind == "radial":
         return RadialLayer.draw(rng, n_hidden, whitened_points, scale)
-    raise ValueError(f"Unknown hidden unit type {kind!r}; choose 'additive' or 'radial'.")
+    raise ValueError(f"hidden_units must be 'additive' or 'radial', got {kind!r}.")

@@ -12,15 +12,18 @@ surrogate, so a poor fit costs acceptance, never correctness.
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_rnshmc.surrogates.activations import get_activation
 from pymc_rnshmc.surrogates.hidden_layers import AdditiveLayer, RadialLayer, make_hidden_layer
 from pymc_rnshmc.surrogates.least_squares import penalty_grid, ridge_path, ridge_solve
 from pymc_rnshmc.surrogates.quadratic import QuadraticPotential
 from pymc_rnshmc.surrogates.whitening import Whitening
+from pymc_rnshmc.validation import check_positive_integer, check_positive_number
 
 __all__ = ["FitReport", "RandomNetworkSurrogate", "SurrogateFitError"]
 
@@ -128,25 +131,22 @@ class RandomNetworkSurrogate:
         validation_fraction: float = 0.2,
         weight_scale: float = 1.0,
     ) -> None:
-        if n_hidden is not None and (int(n_hidden) != n_hidden or n_hidden < 1):
-            raise ValueError(f"n_hidden must be a positive integer, got {n_hidden!r}.")
+        n_hidden = check_positive_integer("n_hidden", n_hidden, allow_none=True)
         if hidden_units not in ("additive", "radial"):
-            raise ValueError(
-                f"Unknown hidden unit type {hidden_units!r}; choose 'additive' or 'radial'."
-            )
+            raise ValueError(f"hidden_units must be 'additive' or 'radial', got {hidden_units!r}.")
         if hidden_units == "additive":
-            from pymc_rnshmc.surrogates.activations import get_activation
-
             get_activation(activation)
-        if penalty is not None and not (np.isfinite(penalty) and penalty >= 0):
-            raise ValueError(f"penalty must be a non-negative number or None, got {penalty!r}.")
-        if not (np.isfinite(gradient_weight) and gradient_weight >= 0):
+        if penalty is not None:
+            if not isinstance(penalty, numbers.Real) or not (np.isfinite(penalty) and penalty >= 0):
+                raise ValueError(f"penalty must be a non-negative number or None, got {penalty!r}.")
+        if not isinstance(gradient_weight, numbers.Real) or not (
+            np.isfinite(gradient_weight) and gradient_weight >= 0
+        ):
             raise ValueError(f"gradient_weight must be non-negative, got {gradient_weight!r}.")
-        if not 0 <= validation_fraction < 1:
+        if not isinstance(validation_fraction, numbers.Real) or not 0 <= validation_fraction < 1:
             raise ValueError(f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
-        if not (np.isfinite(weight_scale) and weight_scale > 0):
-            raise ValueError(f"weight_scale must be positive, got {weight_scale!r}.")
-        self.n_hidden = None if n_hidden is None else int(n_hidden)
+        weight_scale = check_positive_number("weight_scale", weight_scale)
+        self.n_hidden = n_hidden
         self.hidden_units = hidden_units
         self.activation = activation
         self.quadratic = quadratic
@@ -160,6 +160,7 @@ class RandomNetworkSurrogate:
         self.coefficients: np.ndarray | None = None
         self.offset = 0.0
         self.report: FitReport | None = None
+        self._folded = None
 
     @property
     def is_fitted(self) -> bool:
@@ -258,6 +259,7 @@ class RandomNetworkSurrogate:
         self.coefficients = coefficients
         self.offset = 0.0
         self.offset = float(np.mean(potentials - self.potential(positions)))
+        self._fold_whitening()
         self.report = FitReport(
             n_points=n_points,
             n_hidden=n_hidden,
@@ -316,8 +318,40 @@ class RandomNetworkSurrogate:
             value = value + self.quadratic_part.potential(whitened)
         return float(value) if np.ndim(value) == 0 else value
 
+    def _fold_whitening(self) -> None:
+        """Precompute the gradient of additive layers directly in the sampler's coordinates.
+
+        ``W z + beta = W_q q + beta_q`` with ``W_q = W L^-1``, and the quadratic's gradient is
+        ``H_q (q - c) + b_q``: a leapfrog step then costs two ``s x d`` products and no
+        whitening.
+        """
+        self._folded = None
+        if not isinstance(self.layer, AdditiveLayer):
+            return
+        inverse = self.whitening.inverse_factor
+        weights = self.layer.weights @ inverse
+        biases = self.layer.biases - weights @ self.whitening.centre
+        hessian = linear = None
+        if self.quadratic_part is not None:
+            hessian = inverse.T @ self.quadratic_part.hessian @ inverse
+            hessian = 0.5 * (hessian + hessian.T)
+            linear = inverse.T @ self.quadratic_part.linear
+        self._folded = (weights, biases, hessian, linear)
+
     def gradient(self, position: np.ndarray) -> np.ndarray:
         """Gradient of the surrogate potential at one point ``(d,)`` or at rows ``(n, d)``."""
+        folded = getattr(self, "_folded", None)
+        if folded is not None:
+            weights, biases, hessian, linear = folded
+            if position.ndim == 1:  # matrix-vector product in the faster orientation
+                preactivation = weights @ position + biases
+            else:
+                preactivation = position @ weights.T + biases
+            slopes = self.layer._activation.derivative(preactivation)
+            gradient = (slopes * self.coefficients) @ weights
+            if hessian is not None:
+                gradient += (position - self.whitening.centre) @ hessian + linear
+            return gradient
         whitening = self.whitening
         whitened = (position - whitening.centre) @ whitening.inverse_factor.T
         gradient = self.layer.gradient(whitened, self.coefficients)

@@ -61,8 +61,8 @@ class Whitening:
         deviations = positions - centre
         covariance = deviations.T @ deviations / (n_points - 1)
         variances = np.diag(covariance).copy()
-        scale_floor = 1e-12 * max(1.0, float(np.max(np.abs(centre))) ** 2)
-        stuck = variances <= scale_floor
+        # A coordinate is stuck when its spread is at rounding level relative to its own size.
+        stuck = (variances <= (1e-13 * np.abs(centre)) ** 2) | (variances <= 0.0)
         variances[stuck] = 1.0
         if diagonal:
             covariance = np.diag(variances)

@@ -134,7 +134,7 @@ def test_too_few_points_raise_a_clear_error():
         ({"n_hidden": 0}, "n_hidden"),
         ({"n_hidden": 2.5}, "n_hidden"),
         ({"activation": "relu6"}, "activation"),
-        ({"hidden_units": "fourier"}, "hidden unit"),
+        ({"hidden_units": "fourier"}, "hidden_units"),
         ({"penalty": -1.0}, "penalty"),
         ({"validation_fraction": 1.0}, "validation_fraction"),
         ({"weight_scale": 0.0}, "weight_scale"),
