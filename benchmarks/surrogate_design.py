@@ -42,7 +42,8 @@ VARIANTS = {
     "values+gradients, s=500": lambda: RandomNetworkSurrogate(n_hidden=500, quadratic=False),
     "values+gradients, s=2000": lambda: RandomNetworkSurrogate(n_hidden=2000, quadratic=False),
     "quadratic + network, s=500": lambda: RandomNetworkSurrogate(n_hidden=500),
-    "quadratic + network, s=2000 (default)": lambda: RandomNetworkSurrogate(n_hidden=2000),
+    "quadratic + network, s=2000": lambda: RandomNetworkSurrogate(n_hidden=2000),
+    "quadratic + network, s chosen on held-out (default)": lambda: RandomNetworkSurrogate(),
 }
 
 
@@ -96,6 +97,7 @@ def main() -> None:
             {
                 "variant": name,
                 "fit_seconds": surrogate.report.seconds,
+                "n_hidden": surrogate.report.n_hidden,
                 "test_gradient_error": float(error),
                 "accept": float(stats["accept"].mean()),
                 "min_bulk_ess": ess["min_bulk_ess"],
@@ -107,12 +109,13 @@ def main() -> None:
         print(rows[-1], flush=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "surrogate_design.json").write_text(json.dumps(rows, indent=2))
-    header = "| variant | fit s | held-out gradient error | accept | min bulk ESS | "
+    header = "| variant | s | fit s | held-out gradient error | accept | min bulk ESS | "
     header += "min tail ESS | bulk ESS/s | ms/draw |"
-    lines = [header, "|---|---|---|---|---|---|---|---|"]
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         lines.append(
-            f"| {row['variant']} | {row['fit_seconds']:.2f} | {row['test_gradient_error']:.3f} "
+            f"| {row['variant']} | {row['n_hidden']} | {row['fit_seconds']:.2f} | "
+            f"{row['test_gradient_error']:.3f} "
             f"| {row['accept']:.2f} | {row['min_bulk_ess']:.0f} | {row['min_tail_ess']:.0f} | "
             f"{row['bulk_ess_per_second']:.0f} | {row['ms_per_draw']:.2f} |"
         )

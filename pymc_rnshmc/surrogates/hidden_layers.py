@@ -64,6 +64,10 @@ class AdditiveLayer:
         """Number of hidden units."""
         return self.weights.shape[0]
 
+    def subset(self, n_hidden: int) -> AdditiveLayer:
+        """The layer made of the first ``n_hidden`` units."""
+        return AdditiveLayer(self.weights[:n_hidden], self.biases[:n_hidden], self.activation)
+
     def _preactivation(self, whitened: np.ndarray) -> np.ndarray:
         return whitened @ self.weights.T + self.biases
 
@@ -139,6 +143,10 @@ class RadialLayer:
     def n_hidden(self) -> int:
         """Number of hidden units."""
         return self.centres.shape[0]
+
+    def subset(self, n_hidden: int) -> RadialLayer:
+        """The layer made of the first ``n_hidden`` units."""
+        return RadialLayer(self.centres[:n_hidden], self.widths[:n_hidden])
 
     def _squared_distances(self, whitened: np.ndarray) -> np.ndarray:
         norms = np.sum(whitened * whitened, axis=-1)
