@@ -4,13 +4,14 @@ Once a surrogate is fitted, its dynamics cost microseconds per step, so candidat
 settings can be compared on *simulated* surrogate-HMC chains (Metropolis on the surrogate
 Hamiltonian, many chains in one batch) before a single exact evaluation is spent on them. For
 each candidate metric the step size is set to reach a target acceptance, then every candidate
-path length is scored by
-
-    sqrt(min ESS of q  x  min ESS of (q - mean)^2)  per second of a real draw,
-
-where a real draw costs one exact logp plus the leapfrog steps on the surrogate. Means alone
-favour antithetic trajectories (half an oscillation) that mix second moments and tails badly;
-the geometric mean keeps both honest. The ESS per draw uses Geyer's initial positive sequence,
+path length is simulated and scored by the minimum over coordinates of the ESS per draw of
+``q`` (means) and of ``(q - mean)^2`` (spread and tails). The winner has the most ESS of ``q`` per
+unit cost of a real draw (one exact logp plus a small charge per leapfrog step on the surrogate,
+so ESS per exact evaluation with a preference for shorter trajectories) among the
+candidates whose ESS of squares is at least half the best one. Means alone favour antithetic
+trajectories (half an oscillation) that mix second moments and tails badly; the constraint
+keeps NUTS-like antithetic gains for means without giving up the tails. The ESS per draw uses
+Geyer's initial positive sequence,
 vectorized over coordinates, because the scoring runs inside the fit on hundreds of coordinates
 and many candidates, which per-variable ArviZ calls would make slow.
 
@@ -39,13 +40,18 @@ class TrajectoryCandidate:
     acceptance: float
     ess_mean: float
     ess_square: float
-    seconds_per_draw: float
+    cost_per_draw: float
+
+    @property
+    def mean_efficiency(self) -> float:
+        """ESS of ``q`` per unit cost of a real draw."""
+        return float(max(self.ess_mean, 0.0) / self.cost_per_draw)
 
     @property
     def efficiency(self) -> float:
-        """Geometric mean of the two ESS per draw, per second of a real draw."""
+        """Geometric mean of the two ESS per draw, per unit cost (steers the scan only)."""
         quality = np.sqrt(max(self.ess_mean, 0.0) * max(self.ess_square, 0.0))
-        return float(quality / self.seconds_per_draw)
+        return float(quality / self.cost_per_draw)
 
 
 @dataclass(frozen=True)
@@ -165,14 +171,16 @@ def tune(
     initial_step_size: float,
     path_lengths: np.ndarray,
     starts: np.ndarray,
-    seconds_per_logp: float,
-    seconds_per_step: float,
+    cost_per_step: float,
     rng: np.random.Generator,
     target_accept: float = 0.9,
     n_draws: int = 100,
     max_steps: int = 1024,
 ) -> TrajectoryChoice:
     """Score every (metric, path length) on simulated surrogate chains and pick the best.
+
+    The best has the most ESS of ``q`` per unit cost among the candidates whose ESS of
+    ``(q - mean)^2`` per draw is at least half the best such value.
 
     Parameters
     ----------
@@ -187,9 +195,10 @@ def tune(
         row score less than half the best so far.
     starts : ndarray, shape (chains, d)
         Starting points, ideally approximate posterior draws.
-    seconds_per_logp, seconds_per_step : float
-        Measured cost of one exact logp (plus the fixed cost of a draw) and of one surrogate
-        leapfrog step.
+    cost_per_step : float
+        Cost of one surrogate leapfrog step, in units of the cost of a draw's exact logp
+        evaluation. A constant, not a timing: measured times would make the sampler's choices,
+        and so its draws, depend on machine load instead of only on the random seed.
     rng : numpy.random.Generator
     target_accept : float
         Acceptance the step size is chosen for.
@@ -234,7 +243,7 @@ def tune(
                 acceptance=acceptance,
                 ess_mean=float(np.min(ess)),
                 ess_square=float(np.min(square)),
-                seconds_per_draw=seconds_per_logp + 0.5 * (low + high) * seconds_per_step,
+                cost_per_draw=1.0 + 0.5 * (low + high) * cost_per_step,
             )
             candidates.append(candidate)
             best = max(best, candidate.efficiency)
@@ -243,5 +252,7 @@ def tune(
                 break
     if not candidates:
         raise ValueError("No trajectory candidate could be simulated.")
-    winner = max(candidates, key=lambda c: c.efficiency)
+    best_square = max(c.ess_square for c in candidates)
+    eligible = [c for c in candidates if c.ess_square >= 0.5 * best_square]
+    winner = max(eligible, key=lambda c: c.mean_efficiency)
     return TrajectoryChoice(best=winner, candidates=candidates)

@@ -73,14 +73,16 @@ def test_tuning_on_a_gaussian_prefers_settings_that_mix_means_and_squares():
         initial_step_size=0.5,
         path_lengths=lengths,
         starts=starts,
-        seconds_per_logp=1e-3,
-        seconds_per_step=1e-5,
+        cost_per_step=0.01,
         rng=rng,
     )
     best = choice.best
-    # a standard normal oscillates with period 2 pi: the best integration time mixes
-    # both the mean and the square, so it is near a quarter period, not a half or full one
-    assert 1.0 < best.path_length < 2.5, best
-    assert best.ess_mean > 0.5 and best.ess_square > 0.4
+    # A standard normal oscillates with period 2 pi. A quarter period mixes means and squares;
+    # a bit longer makes means antithetic (ESS above one per draw) while squares still mix;
+    # half a period would make means perfectly antithetic and squares stuck. The rule keeps
+    # at least half the best mixing of squares and then takes the most ESS for means.
+    assert 1.0 < best.path_length < 2.6, best
+    assert best.ess_mean > 1.0
+    assert best.ess_square >= 0.5 * max(c.ess_square for c in choice.candidates)
+    assert any(c.ess_mean > best.ess_mean for c in choice.candidates), "antithetic trap avoided"
     assert 0.8 < best.acceptance <= 1.0
-    assert len(choice.candidates) >= 3

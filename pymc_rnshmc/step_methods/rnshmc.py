@@ -14,6 +14,7 @@ from pymc.step_methods.hmc.nuts import NUTS, NUTSState
 from pymc.step_methods.state import dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation
 from pymc.vartypes import continuous_types
+from threadpoolctl import threadpool_limits
 
 from pymc_rnshmc.step_methods.exact_logp import ExactLogp
 from pymc_rnshmc.step_methods.reporting import (
@@ -272,7 +273,10 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
     def _fit_surrogate(self, end_of_tuning: bool) -> None:
         start = time.perf_counter()
         try:
-            self._set_up_surrogate(end_of_tuning)
+            # One BLAS thread: a multithreaded BLAS rounds differently from one run to the
+            # next, which would make the fit, and so the draws, depend on more than the seed.
+            with threadpool_limits(limits=1, user_api="blas"):
+                self._set_up_surrogate(end_of_tuning)
         finally:
             self.setup_seconds = time.perf_counter() - start
 
@@ -317,7 +321,6 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         try:
             choice = choose_trajectory(
                 surrogate,
-                self._exact_logp,
                 self.potential,
                 positions,
                 gradients,

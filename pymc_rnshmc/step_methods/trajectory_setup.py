@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotentialDiagAdapt
 
@@ -13,9 +11,10 @@ from pymc_rnshmc.metrics import DiagonalMetric, dense_metric_from_gradients
 __all__ = ["candidate_metrics", "candidate_path_lengths", "choose_trajectory", "rows"]
 
 N_SIMULATED_CHAINS = 16
-SECONDS_PER_DRAW_OVERHEAD = 1.5e-4
-"""PyMC's own cost of a draw outside the model and the surrogate (point dicts, stats, trace),
-measured at 0.1-0.2 ms on the development machines."""
+STEP_COST = 0.01
+"""Cost of a surrogate leapfrog step relative to a draw's exact logp: the expensive-model regime
+this package is for (a network gradient takes tens of microseconds, an expensive logp
+milliseconds). It only breaks near-ties towards shorter trajectories."""
 
 
 def candidate_metrics(potential, positions: np.ndarray, gradients: np.ndarray) -> list:
@@ -60,18 +59,8 @@ def rows(function):
     return evaluate
 
 
-def _median_seconds(function, argument, repeats: int) -> float:
-    timings = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function(argument)
-        timings.append(time.perf_counter() - start)
-    return float(np.median(timings))
-
-
 def choose_trajectory(
     surrogate,
-    exact_logp,
     potential,
     positions: np.ndarray,
     gradients: np.ndarray,
@@ -97,8 +86,6 @@ def choose_trajectory(
         lengths = np.array([path_length])
     chosen = np.linspace(0, positions.shape[0] - 1, min(N_SIMULATED_CHAINS, positions.shape[0]))
     starts = positions[chosen.round().astype(int)]
-    seconds_per_logp = _median_seconds(exact_logp, positions[-1], 5)
-    seconds_per_step = _median_seconds(surrogate.gradient, positions[-1], 20)
     return trajectory_tuning.tune(
         potential_fn=rows(surrogate.potential),
         gradient_fn=rows(surrogate.gradient),
@@ -106,8 +93,7 @@ def choose_trajectory(
         initial_step_size=step_size,
         path_lengths=lengths,
         starts=starts,
-        seconds_per_logp=seconds_per_logp + SECONDS_PER_DRAW_OVERHEAD,
-        seconds_per_step=seconds_per_step,
+        cost_per_step=STEP_COST,
         rng=rng,
         target_accept=target_accept,
         max_steps=max_steps,

@@ -88,11 +88,9 @@ def test_same_seed_same_draws_sequential_and_parallel(model, sequential_run):
 
 
 def test_spawned_workers_sample_the_same_chains(model, sequential_run):
-    # A spawned worker re-imports numpy; sums may round differently in the last bit there,
-    # so the chains agree to rounding (they would only part ways after a flipped decision).
     reference = posterior_draws(sequential_run, "x")
     spawned = posterior_draws(sample(model, cores=2, mp_ctx="spawn"), "x")
-    np.testing.assert_allclose(spawned, reference, rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(spawned, reference)
 
 
 def test_other_seed_other_draws(model, sequential_run):
