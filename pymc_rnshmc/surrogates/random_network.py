@@ -235,15 +235,18 @@ class RandomNetworkSurrogate:
         held_out = _validation_mask(n_points, self.validation_fraction)
         gradient_error = potential_error = np.nan
         if held_out.any() and (self.penalty is None or self.n_hidden is None):
+            if gradients is not None:
+                exact = whitening.gradient_to_whitened(gradients[held_out])
+                spread = np.mean(np.sum((exact - exact.mean(axis=0)) ** 2, axis=1))
+            else:
+                spread = float(np.var(potentials[held_out]))
             n_hidden, relative_penalty, (gradient_mse, potential_mse) = self._select_width(
-                layer, whitened, features, residual_values, residual_gradients, held_out
+                layer, whitened, features, residual_values, residual_gradients, held_out, spread
             )
             layer = layer.subset(n_hidden)
             features = features[:, :n_hidden]
             potential_error = float(np.sqrt(potential_mse))
             if gradients is not None:
-                exact = whitening.gradient_to_whitened(gradients[held_out])
-                spread = np.mean(np.sum((exact - exact.mean(axis=0)) ** 2, axis=1))
                 gradient_error = float(np.sqrt(gradient_mse / max(spread, 1e-300)))
         else:
             relative_penalty = 1e-6 if self.penalty is None else self.penalty
@@ -282,12 +285,13 @@ class RandomNetworkSurrogate:
             projection += self.gradient_weight * layer.gradient_projection(whitened, gradients)
         return gram, projection
 
-    def _select_width(self, layer, whitened, features, values, gradients, held_out):
+    def _select_width(self, layer, whitened, features, values, gradients, held_out, spread):
         """Choose the number of hidden units and the penalty on held-out points.
 
         The random features are nested (the first ``s`` units of the drawn layer), so one Gram
-        matrix serves every width; the narrowest width within 10 % of the best held-out error
-        wins, because every leapfrog step pays for each unit.
+        matrix serves every width. The narrowest width wins whose held-out error is within
+        10 % of the best, or negligible anyway (a relative error below 1 % of ``spread``, the
+        held-out spread of the exact gradients): every leapfrog step pays for each unit.
         """
         train = ~held_out
         train_gradients = None if gradients is None else gradients[train]
@@ -338,7 +342,8 @@ class RandomNetworkSurrogate:
         if not results:
             raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
         lowest = min(result[0] for result in results)
-        chosen = next(result for result in results if result[0] <= 1.1 * lowest)
+        good_enough = max(1.1 * lowest, 1e-4 * spread)
+        chosen = next(result for result in results if result[0] <= good_enough)
         return chosen[1], chosen[2], chosen[3]
 
     def potential(self, positions: np.ndarray) -> np.ndarray | float:
