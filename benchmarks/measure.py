@@ -12,6 +12,7 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 
+from benchmarks.convergence import nutpie_timeline, pymc_timeline
 from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.exact_logp import ExactLogp
 
@@ -98,6 +99,7 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
     warmup = idata.warmup_sample_stats
     result = {
         "wall_seconds": wall,
+        "timeline": pymc_timeline(idata, start),
         "sampling_seconds": float(stats["perf_counter_diff"].sum()),
         "tuning_draw_seconds": float(warmup["perf_counter_diff"].sum()),
         "accept": float(
@@ -113,6 +115,11 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
     else:
         result["gradients_per_draw"] = result["logps_per_draw"] = result["mean_n_steps"] + 1.0
     result.update(ess_summary(idata.posterior))
+    if "estimator_points" in stats:
+        result["surrogate_refreshes_after_tuning"] = int(
+            stats["surrogate_refreshes"].values[0, -1] - warmup["surrogate_refreshes"].values[0, -1]
+        )
+        result["estimator_points"] = int(stats["estimator_points"].values[0, -1])
     if isinstance(step, RNSHMC) and step.surrogate is not None:
         report = getattr(step.surrogate, "report", None)
         result["surrogate_fit_seconds"] = None if report is None else report.seconds
@@ -157,6 +164,7 @@ def run_nutpie(model, tune: int, draws: int, chains: int, seed: int):
     share = sampling_steps / (sampling_steps + float(warmup["n_steps"].sum()))
     result = {
         "wall_seconds": wall,
+        "timeline": nutpie_timeline(idata, compile_seconds, loop_seconds),
         "compile_seconds": compile_seconds,
         "sampling_seconds": loop_seconds * share,
         "accept": float(stats["mean_tree_accept"].mean()),

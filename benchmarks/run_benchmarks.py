@@ -1,4 +1,4 @@
-"""PyMC NUTS, nutpie and RNSHMC in one run on the papers' workloads.
+"""PyMC NUTS, nutpie, RNSHMC and ARNSHMC in one run on the papers' workloads.
 
     python -m benchmarks.run_benchmarks                       # both workloads, paper sizes
     python -m benchmarks.run_benchmarks --workloads banana --draws 2000
@@ -8,6 +8,11 @@ Writes ``benchmarks/results/<workload>.json`` and ``benchmarks/results/<workload
 pinned to one thread (a multithreaded BLAS made one logp 25 times slower on these machines).
 Times are wall-clock seconds; "draws" is the sampling phase after tuning (PyMC's per-draw
 ``perf_counter_diff``; for nutpie its loop time apportioned by gradient evaluations).
+ARNSHMC needs less tuning than the others and runs with ``--arnshmc-tune`` (500). For every
+sampler the script also reports when its draws first reach a min bulk ESS of ``--target-ess``
+(seconds since the start of the whole call), and plots the relative error of the posterior
+mean against wall time and ARNSHMC's acceptance against its estimator's points
+(``docs/figures/<workload>-*.png``).
 """
 
 from __future__ import annotations
@@ -26,16 +31,25 @@ from pathlib import Path
 
 import pymc as pm
 
+from benchmarks.convergence import (
+    acceptance_by_points,
+    plot_acceptance,
+    plot_relative_error,
+    reference_means,
+    relative_error_curve,
+    time_to_ess,
+)
 from benchmarks.measure import (
     evaluation_costs,
     mean_agreement,
     run_nutpie,
     run_pymc,
 )
-from pymc_rnshmc import RNSHMC
+from pymc_rnshmc import ARNSHMC, RNSHMC
 from pymc_rnshmc.workloads import banana, logistic_regression
 
 RESULTS = Path(__file__).parent / "results"
+FIGURES = Path(__file__).parents[1] / "docs" / "figures"
 
 
 def build(workload: str, n_obs: int):
@@ -62,11 +76,18 @@ def run_workload(workload: str, args) -> dict:
         "RNSHMC": lambda: run_pymc(
             model, RNSHMC, args.tune, args.draws, args.chains, args.seed, profile=args.profile
         ),
+        "ARNSHMC": lambda: run_pymc(
+            model, ARNSHMC, args.arnshmc_tune, args.draws, args.chains, args.seed
+        ),
     }
-    results, posteriors = {}, {}
+    results, posteriors, timelines, idatas = {}, {}, {}, {}
     for name in args.samplers.split(","):
         idata, result = samplers[name]()
+        idatas[name] = idata
         posteriors[name] = idata.posterior
+        timelines[name] = result.pop("timeline")
+        result["tune"] = args.arnshmc_tune if name == "ARNSHMC" else args.tune
+        result["time_to_ess"] = time_to_ess(idata.posterior, timelines[name], args.target_ess)
         draws = args.draws * args.chains
         result["seconds_per_draw"] = result["sampling_seconds"] / draws
         result["draw_cost_in_logps"] = result["seconds_per_draw"] / costs["logp_seconds"]
@@ -90,6 +111,35 @@ def run_workload(workload: str, args) -> dict:
             results[name]["max_mean_difference_mcse"] = mean_agreement(
                 posteriors["PyMC NUTS"], posteriors[name]
             )
+        for reference in ("PyMC NUTS", "RNSHMC"):
+            if reference in results and name != reference:
+                results[name][f"time_to_ess_speedup_vs_{reference}"] = (
+                    results[reference]["time_to_ess"]["seconds"]
+                    / results[name]["time_to_ess"]["seconds"]
+                )
+    if args.chains == 1 and len(posteriors) > 1:
+        FIGURES.mkdir(parents=True, exist_ok=True)
+        reference = reference_means(posteriors)
+        curves = {
+            name: relative_error_curve(posteriors[name], timelines[name], reference)
+            for name in posteriors
+        }
+        plot_relative_error(
+            curves,
+            FIGURES / f"{workload}-relative-error.png",
+            f"{workload}: error of the posterior mean against wall time",
+        )
+        for name in curves:
+            results[name]["final_relative_error"] = curves[name]["relative_error"][-1]
+    if "ARNSHMC" in idatas and args.chains == 1:
+        curve = acceptance_by_points(idatas["ARNSHMC"])
+        plot_acceptance(
+            curve,
+            FIGURES / f"{workload}-arnshmc-acceptance.png",
+            f"{workload}: ARNSHMC acceptance as its estimator learns",
+        )
+        results["ARNSHMC"]["acceptance_first_50"] = curve["first_acceptance"]
+        results["ARNSHMC"]["acceptance_last_50"] = curve["last_acceptance"]
     return {
         "workload": workload,
         "n_obs": args.n_obs if workload == "logistic_regression" else 100,
@@ -97,6 +147,7 @@ def run_workload(workload: str, args) -> dict:
         "draws": args.draws,
         "chains": args.chains,
         "seed": args.seed,
+        "target_ess": args.target_ess,
         "costs": costs,
         "results": results,
         "date": datetime.date.today().isoformat(),
@@ -128,7 +179,14 @@ COLUMNS = [
     ("draw / logp", "draw_cost_in_logps", "{:.2f}"),
     ("bulk ESS/s (draws)", "bulk_ess_per_second", "{:.1f}"),
     ("bulk ESS/s (whole call)", "bulk_ess_per_second_whole_call", "{:.1f}"),
+    ("tune", "tune", "{:d}"),
     ("wall s", "wall_seconds", "{:.1f}"),
+    ("s to min bulk ESS target", "time_to_ess_seconds", "{:.1f}"),
+    ("draws to min bulk ESS target", "time_to_ess_note", "{}"),
+    ("x NUTS (time to ESS)", "time_to_ess_speedup_vs_PyMC NUTS", "{:.1f}"),
+    ("x RNSHMC (time to ESS)", "time_to_ess_speedup_vs_RNSHMC", "{:.1f}"),
+    ("final rel. error of mean", "final_relative_error", "{:.2e}"),
+    ("surrogate refreshes after tuning", "surrogate_refreshes_after_tuning", "{:d}"),
     ("x NUTS (draws)", "speedup_vs_PyMC NUTS", "{:.1f}"),
     ("x nutpie (draws)", "speedup_vs_nutpie", "{:.1f}"),
     ("x NUTS (whole)", "whole_call_speedup_vs_PyMC NUTS", "{:.1f}"),
@@ -143,13 +201,20 @@ def markdown(report: dict) -> str:
         f"### {report['workload']} (N = {report['n_obs']}), {report['date']}",
         "",
         f"pymc {report['pymc']}; {report['machine']}; tune {report['tune']}, draws "
-        f"{report['draws']}, chains {report['chains']}, seed {report['seed']}; one logp "
+        f"{report['draws']}, chains {report['chains']}, seed {report['seed']}; ESS target "
+        f"{report['target_ess']:.0f}; one logp "
         f"{report['costs']['logp_seconds'] * 1e3:.3f} ms, logp+grad "
         f"{report['costs']['logp_gradient_seconds'] * 1e3:.3f} ms.",
         "",
         "| | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
+    for result in report["results"].values():
+        reached = result.get("time_to_ess")
+        if reached:
+            flag = " (extrapolated)" if reached["extrapolated"] else ""
+            result["time_to_ess_seconds"] = reached["seconds"]
+            result["time_to_ess_note"] = f"{reached['draws']} draws{flag}"
     for label, key, fmt in COLUMNS:
         cells = [
             fmt.format(report["results"][n][key]) if key in report["results"][n] else "-"
@@ -165,6 +230,14 @@ def markdown(report: dict) -> str:
             f"tuning draws; held-out gradient error {rns['surrogate_gradient_error']:.2%}; "
             f"trajectories: {rns['trajectory']}.",
         ]
+    adaptive = report["results"].get("ARNSHMC", {})
+    if "acceptance_first_50" in adaptive:
+        lines += [
+            "",
+            f"ARNSHMC: acceptance {adaptive['acceptance_first_50']:.2f} over its first 50 "
+            f"surrogate draws, {adaptive['acceptance_last_50']:.2f} over its last 50; "
+            f"{adaptive['estimator_points']} exact evaluations in its estimator at the end.",
+        ]
     if "profile" in rns:
         lines += ["", "```", rns["profile"].strip(), "```"]
     return "\n".join(lines) + "\n"
@@ -173,7 +246,9 @@ def markdown(report: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default="logistic_regression,banana")
-    parser.add_argument("--samplers", default="PyMC NUTS,nutpie,RNSHMC")
+    parser.add_argument("--samplers", default="PyMC NUTS,nutpie,RNSHMC,ARNSHMC")
+    parser.add_argument("--arnshmc-tune", type=int, default=500)
+    parser.add_argument("--target-ess", type=float, default=1000.0)
     parser.add_argument("--n-obs", type=int, default=100_000)
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)

@@ -5,7 +5,7 @@ the potential ``U = -logp`` to what it saw, and then proposes with the surrogate
 the Metropolis test uses the exact log density, so the chain targets the exact posterior.
 """
 
-from pymc_rnshmc.step_methods import RNSHMC, SurrogateWarning
+from pymc_rnshmc.step_methods import ARNSHMC, RNSHMC, SurrogateWarning
 from pymc_rnshmc.surrogates import (
     FitReport,
     PotentialSurrogate,
@@ -16,6 +16,7 @@ from pymc_rnshmc.surrogates import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ARNSHMC",
     "RNSHMC",
     "FitReport",
     "PotentialSurrogate",

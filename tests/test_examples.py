@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_logistic_regression_example_compares_nuts_and_rnshmc():
+def test_logistic_regression_example_compares_nuts_rnshmc_and_arnshmc():
     environment = dict(os.environ, PYTHONPATH=str(ROOT))
     completed = subprocess.run(
         [
@@ -19,6 +19,7 @@ def test_logistic_regression_example_compares_nuts_and_rnshmc():
             "--tune=300",
             "--draws=150",
             "--chains=1",
+            "--arnshmc-tune=200",
         ],
         capture_output=True,
         text=True,
@@ -32,3 +33,9 @@ def test_logistic_regression_example_compares_nuts_and_rnshmc():
     cells = [cell.strip() for cell in rnshmc_row.split("|")]
     assert float(cells[-2]) == 0.0  # exact gradients per draw after tuning
     assert float(cells[-1]) == 1.0  # exact logp evaluations per draw
+    assert "ARNSHMC / NUTS bulk ESS per second" in completed.stdout
+    adaptive_row = next(
+        line for line in completed.stdout.splitlines() if line.startswith("ARNSHMC ")
+    )
+    cells = [cell.strip() for cell in adaptive_row.split("|")]
+    assert float(cells[-2]) == 0.0 and float(cells[-1]) == 1.0

@@ -6,7 +6,7 @@ import numpy as np
 
 __all__ = ["ExactLogp"]
 
-_MODEL_ERRORS = (ArithmeticError, ValueError, np.linalg.LinAlgError)
+MODEL_ERRORS = (ArithmeticError, ValueError, np.linalg.LinAlgError)
 
 
 class ExactLogp:
@@ -65,7 +65,7 @@ class ExactLogp:
         """Exact ``logp``; ``-inf`` if the model raises a numerical error at ``position``."""
         try:
             (logp,) = self._compiled(np.ascontiguousarray(position, dtype=self.dtype))
-        except _MODEL_ERRORS:
+        except MODEL_ERRORS:
             return -np.inf
         logp = float(logp)
         return logp if not np.isnan(logp) else -np.inf

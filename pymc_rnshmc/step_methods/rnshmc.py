@@ -134,6 +134,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
 
     name = "rnshmc"
     default_blocked = True
+    _shortest_jump = 0.0
     stats_dtypes_shapes = SURROGATE_HMC_STATS
     _state_class = RNSHMCState
 
@@ -280,17 +281,23 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         finally:
             self.setup_seconds = time.perf_counter() - start
 
-    def _set_up_surrogate(self, end_of_tuning: bool) -> None:
+    def _training_window(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """Index of the first training draw, then positions, potentials and gradients from it."""
         n_explored = len(self._training)
         window = self.training_window or max(1, round(0.75 * n_explored))
         first = max(0, n_explored - window)
-        positions, potentials, gradients = self._training.window(first)
+        return (first, *self._training.window(first))
+
+    def _set_up_surrogate(self, end_of_tuning: bool) -> None:
+        n_explored = len(self._training)
+        first, positions, potentials, gradients = self._training_window()
         dim = positions.shape[1]
-        needed = 2 * dim + 2
+        needed = self._minimum_training_points(dim)
         if positions.shape[0] < needed:
             self.phase = EXACT
             warnings.warn(
-                f"RNSHMC collected {positions.shape[0]} exact draws for its surrogate before "
+                f"{type(self).__name__} collected {positions.shape[0]} exact draws for its "
+                f"surrogate before "
                 f"{'tuning ended' if end_of_tuning else 'the end of exploration'}, but needs at "
                 f"least {needed} in {dim} dimensions. Sampling continues with exact NUTS. "
                 "Increase `tune` (or `exploration_steps`).",
@@ -311,11 +318,13 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         except (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
             self.phase = EXACT
             warnings.warn(
-                f"RNSHMC could not fit its surrogate ({err}). Sampling continues with exact "
-                "NUTS, which is correct but gets no speed-up.",
+                f"{type(self).__name__} could not fit its surrogate ({err}). Sampling continues "
+                "with exact NUTS, which is correct but gets no speed-up.",
                 SurrogateWarning,
                 stacklevel=2,
             )
+            return
+        if not self._ready_to_start(surrogate, end_of_tuning):
             return
         nuts_step_size = float(self.step_adapt.current(False))
         try:
@@ -331,12 +340,13 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
                 max_steps=self.max_steps,
                 rng=self.rng.spawn(1)[0],
                 path_length=self.user_path_length,
+                shortest_jump=self._shortest_jump,
             )
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
             self.phase = EXACT
             warnings.warn(
-                f"RNSHMC could not set up its surrogate dynamics ({err}). Sampling continues "
-                "with exact NUTS.",
+                f"{type(self).__name__} could not set up its surrogate dynamics ({err}). "
+                "Sampling continues with exact NUTS.",
                 SurrogateWarning,
                 stacklevel=2,
             )
@@ -359,8 +369,9 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         self.phase = SURROGATE
         report = getattr(surrogate, "report", None)
         _log.info(
-            "RNSHMC fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
+            "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
             "step size %.3g, path length %.3g.",
+            type(self).__name__,
             positions.shape[0],
             ""
             if report is None
@@ -372,7 +383,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         )
         if end_of_tuning:
             warnings.warn(
-                "Tuning ended before RNSHMC finished exploring "
+                f"Tuning ended before {type(self).__name__} finished exploring "
                 f"({n_explored} of {self._exploration_length()} draws), so the surrogate "
                 "dynamics use the step size chosen by simulation on the surrogate, without "
                 "re-adaptation on the exact acceptance. Increase `tune` or lower "
@@ -380,6 +391,15 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
                 SurrogateWarning,
                 stacklevel=2,
             )
+
+    @staticmethod
+    def _minimum_training_points(dim: int) -> int:
+        """Exploration draws the first fit needs: enough for a well-determined quadratic."""
+        return 2 * dim + 2
+
+    def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
+        """Whether to start the surrogate dynamics with this fit (or keep exploring)."""
+        return True
 
     # ----------------------------------------------------------------- PyMC protocol
     @staticmethod

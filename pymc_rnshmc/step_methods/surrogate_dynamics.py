@@ -98,6 +98,10 @@ class SurrogateDynamicsMixin:
         gradient = np.asarray(self._force(position), dtype=float)
         return logp, surrogate_potential, gradient, evaluations
 
+    def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int]:
+        """Exact logp at the end of a trajectory, and how many exact gradients that took."""
+        return self._exact_logp(position), 0
+
     def _surrogate_step_size(self) -> float:
         step_size = float(self.step_adapt.current(self.tune))
         low, high = self._step_size_bounds
@@ -127,12 +131,13 @@ class SurrogateDynamicsMixin:
             )
 
         message = None
+        n_gradient_evals = 0
         proposal_logp = -np.inf
         proposal_surrogate = np.nan
         if trajectory.failed:
             message = "The surrogate gradient or the trajectory became non-finite."
         else:
-            proposal_logp = self._exact_logp(trajectory.position)
+            proposal_logp, n_gradient_evals = self._evaluate_proposal(trajectory.position)
             n_logp_evals += 1
             if not np.isfinite(proposal_logp):
                 message = f"The model's logp is {proposal_logp} at the proposal."
@@ -192,7 +197,7 @@ class SurrogateDynamicsMixin:
             self._warned_exact_forces = True
             warnings.warn(
                 "The surrogate's gradient was not finite, or implausibly large, at some points "
-                "of a trajectory; RNSHMC used the exact gradient there (counted in "
+                f"of a trajectory; {type(self).__name__} used the exact gradient there (counted in "
                 "n_gradient_evals). The posterior stays exact, but a surrogate trained on more "
                 "of the region would be cheaper.",
                 SurrogateWarning,
@@ -215,7 +220,7 @@ class SurrogateDynamicsMixin:
             "step_size_bar": float(self.step_adapt.current(False)),
             "model_logp": logp,
             "n_logp_evals": n_logp_evals + self._exact_forces,
-            "n_gradient_evals": self._exact_forces,
+            "n_gradient_evals": n_gradient_evals + self._exact_forces,
             "used_surrogate": True,
             "surrogate_error": surrogate_error,
             "perf_counter_diff": perf_end - perf_start,

@@ -71,17 +71,20 @@ def choose_trajectory(
     max_steps: int,
     rng: np.random.Generator,
     path_length: float | None = None,
+    shortest_jump: float = 0.0,
 ) -> trajectory_tuning.TrajectoryChoice:
     """Pick the metric, step size and path length of the surrogate dynamics by simulation.
 
     ``positions`` and ``gradients`` are the training draws and their exact ``grad U``;
     ``jumps`` and ``tree_lengths`` are the NUTS exploration's integration times to the chosen
     draw and of the whole trajectory; ``step_size`` is NUTS's adapted step size. A given
-    ``path_length`` is used as the only candidate.
+    ``path_length`` is used as the only candidate. ``shortest_jump`` is a floor on the NUTS
+    jump the candidates are built around, for explorations too short to have adapted the
+    metric their integration times refer to.
     """
     metrics = candidate_metrics(potential, positions, gradients)
     if path_length is None:
-        lengths = candidate_path_lengths(jumps, tree_lengths, step_size)
+        lengths = candidate_path_lengths(jumps, tree_lengths, max(step_size, shortest_jump))
     else:
         lengths = np.array([path_length])
     chosen = np.linspace(0, positions.shape[0] - 1, min(N_SIMULATED_CHAINS, positions.shape[0]))

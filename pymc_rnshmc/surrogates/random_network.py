@@ -21,6 +21,7 @@ import numpy as np
 from pymc_rnshmc.surrogates.activations import get_activation
 from pymc_rnshmc.surrogates.hidden_layers import AdditiveLayer, RadialLayer, make_hidden_layer
 from pymc_rnshmc.surrogates.least_squares import penalty_grid, ridge_path, ridge_solve
+from pymc_rnshmc.surrogates.online_network import OnlineNetworkLearner
 from pymc_rnshmc.surrogates.quadratic import QuadraticPotential
 from pymc_rnshmc.surrogates.whitening import Whitening
 from pymc_rnshmc.validation import check_positive_integer, check_positive_number
@@ -112,6 +113,8 @@ class RandomNetworkSurrogate:
         Fraction of training points held out to choose the penalty.
     weight_scale : float
         Scale of the random hidden weights (additive) or widths (radial) in whitened units.
+    max_hidden : int
+        Largest number of hidden units the automatic width choice considers.
 
     References
     ----------
@@ -131,6 +134,7 @@ class RandomNetworkSurrogate:
         gradient_weight: float = 1.0,
         validation_fraction: float = 0.2,
         weight_scale: float = 1.0,
+        max_hidden: int = MAX_DEFAULT_HIDDEN,
     ) -> None:
         n_hidden = check_positive_integer("n_hidden", n_hidden, allow_none=True)
         if hidden_units not in ("additive", "radial"):
@@ -147,6 +151,7 @@ class RandomNetworkSurrogate:
         if not isinstance(validation_fraction, numbers.Real) or not 0 <= validation_fraction < 1:
             raise ValueError(f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
         weight_scale = check_positive_number("weight_scale", weight_scale)
+        self.max_hidden = check_positive_integer("max_hidden", max_hidden)
         self.n_hidden = n_hidden
         self.hidden_units = hidden_units
         self.activation = activation
@@ -160,6 +165,7 @@ class RandomNetworkSurrogate:
         self.layer: AdditiveLayer | RadialLayer | None = None
         self.coefficients: np.ndarray | None = None
         self.offset = 0.0
+        self.ridge_penalty = np.nan
         self.report: FitReport | None = None
         self._folded = None
 
@@ -207,7 +213,7 @@ class RandomNetworkSurrogate:
             gradients = gradients[finite]
         positions, potentials = positions[finite], potentials[finite]
         n_points = positions.shape[0]
-        minimum = 2 * dim + 2 if (self.quadratic and gradients is not None) else 3
+        minimum = dim + 2 if (self.quadratic and gradients is not None) else 3
         if n_points < minimum:
             raise SurrogateFitError(
                 f"{n_points} finite training points in {dim} dimensions; the surrogate needs "
@@ -226,7 +232,9 @@ class RandomNetworkSurrogate:
                 residual_values -= quadratic_part.potential(whitened)
                 residual_gradients = residual_gradients - quadratic_part.gradient(whitened)
 
-        n_hidden = self.n_hidden or default_n_hidden(n_points, dim, gradients is not None)
+        n_hidden = self.n_hidden or min(
+            default_n_hidden(n_points, dim, gradients is not None), self.max_hidden
+        )
         layer = make_hidden_layer(
             self.hidden_units, rng, n_hidden, whitened, self.activation, self.weight_scale
         )
@@ -263,6 +271,7 @@ class RandomNetworkSurrogate:
         self.quadratic_part = quadratic_part
         self.layer = layer
         self.coefficients = coefficients
+        self.ridge_penalty = relative_penalty * scale
         self.offset = 0.0
         self.offset = float(np.mean(potentials - self.potential(positions)))
         self._fold_whitening()
@@ -275,6 +284,19 @@ class RandomNetworkSurrogate:
             seconds=time.perf_counter() - start,
         )
         return self
+
+    def online_estimator(
+        self,
+        positions: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None = None,
+    ) -> OnlineNetworkLearner:
+        """An online learner of the output weights, starting from this fit's training data.
+
+        Pass the points given to :meth:`fit`; see
+        :class:`~pymc_rnshmc.surrogates.online_network.OnlineNetworkLearner`.
+        """
+        return OnlineNetworkLearner(self, positions, potentials, gradients)
 
     def _normal_equations(self, layer, whitened, features, values, gradients):
         centred = features - features.mean(axis=0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from pymc_rnshmc.surrogates import RandomNetworkSurrogate
@@ -29,6 +31,11 @@ class DistortedSurrogate:
         self.scale = positions.std(axis=0)
         return self
 
+    def online_estimator(self, positions, potentials, gradients=None):
+        return _DistortedLearner(
+            self, self.inner.online_estimator(positions, potentials, gradients)
+        )
+
     def _distance(self, position):
         return np.max(np.abs((position - self.centre) / self.scale), axis=-1)
 
@@ -53,6 +60,25 @@ class DistortedSurrogate:
         if self.kind == "overflow":
             return np.where(np.expand_dims(far, -1), 1e308 * np.sign(gradient), gradient)
         raise ValueError(self.kind)
+
+
+class _DistortedLearner:
+    """Learns like the inner surrogate's learner; hands out equally distorted copies."""
+
+    def __init__(self, distorted, learner):
+        self.distorted, self.learner = distorted, learner
+
+    @property
+    def n_points(self):
+        return self.learner.n_points
+
+    def add(self, position, potential, gradient=None):
+        self.learner.add(position, potential, gradient)
+
+    def updated_surrogate(self):
+        updated = copy.copy(self.distorted)
+        updated.inner = self.learner.updated_surrogate()
+        return updated
 
 
 def start_chain(step, seed: int, tune: int, draws: int) -> None:

@@ -1,4 +1,4 @@
-"""RNSHMC reproduces posteriordb reference posteriors.
+"""RNSHMC and ARNSHMC reproduce posteriordb reference posteriors.
 
 Each test writes one posteriordb posterior as a PyMC model (data and reference summaries in
 ``tests/data/posteriordb/<name>/``), samples it with RNSHMC and compares the mean and sd of
@@ -25,7 +25,7 @@ import pymc as pm
 import pytest
 from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 
-from pymc_rnshmc import RNSHMC
+from pymc_rnshmc import ARNSHMC, RNSHMC
 from tests.checks import assert_moments, posterior_draws, sample_stat
 
 POSTERIORDB = Path(__file__).resolve().parents[1] / "data" / "posteriordb"
@@ -98,12 +98,13 @@ class PosteriorCase:
     build_model: Callable[[dict], pm.Model]
     tune: int
     draws: int
-    exploration_steps: int
+    exploration_steps: int | None
     seed: int
     step_options: dict = field(default_factory=dict)
     dense_exploration_metric: bool = False
     variant: str = ""
     slow: bool = False
+    step_class: type = RNSHMC
 
     @property
     def test_id(self) -> str:
@@ -139,6 +140,28 @@ CASES = [
         # as in the reference run (adapt_delta 0.95): the exploration NUTS avoids the funnel's
         # divergences, so the surrogate is trained on draws that reach into its neck
         step_options={"target_accept": 0.95},
+    ),
+    # ARNSHMC: a short exploration (its default), then a surrogate that keeps learning
+    PosteriorCase(
+        name="sblrc-blr",
+        build_model=bayesian_linear_regression,
+        tune=500,
+        draws=1000,
+        exploration_steps=None,
+        seed=2021,
+        variant="arnshmc",
+        step_class=ARNSHMC,
+    ),
+    PosteriorCase(
+        name="eight_schools-eight_schools_noncentered",
+        build_model=eight_schools_noncentered,
+        tune=600,
+        draws=1000,
+        exploration_steps=None,
+        seed=2023,
+        step_options={"target_accept": 0.95},
+        variant="arnshmc",
+        step_class=ARNSHMC,
     ),
     # The intercept/slope correlation of about -0.99999 makes exploration with PyMC's default
     # diagonal metric run at maximum tree depth (20-60 s); its dense adaptive metric is cheap.
@@ -181,12 +204,12 @@ def dense_adaptive_metric(model: pm.Model) -> QuadPotentialFullAdapt:
     return QuadPotentialFullAdapt(start.size, start)
 
 
-def sample_with_rnshmc(model: pm.Model, case: PosteriorCase):
+def sample_with_step(model: pm.Model, case: PosteriorCase):
     with model:
         step_options = dict(case.step_options)
         if case.dense_exploration_metric:
             step_options["potential"] = dense_adaptive_metric(model)
-        step = RNSHMC(exploration_steps=case.exploration_steps, **step_options)
+        step = case.step_class(exploration_steps=case.exploration_steps, **step_options)
         return pm.sample(
             step=step,
             tune=case.tune,
@@ -213,7 +236,7 @@ def sample_with_rnshmc(model: pm.Model, case: PosteriorCase):
 @pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
 def test_rnshmc_matches_the_posteriordb_reference(case):
     data, reference = load_posterior(case.name)
-    idata = sample_with_rnshmc(case.build_model(data), case)
+    idata = sample_with_step(case.build_model(data), case)
 
     assert sample_stat(idata, "used_surrogate").all()
     assert len(reference["names"]) == len(reference["mean"]) == len(reference["sd"])

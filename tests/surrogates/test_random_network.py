@@ -124,7 +124,7 @@ def test_ill_conditioned_training_data_give_a_finite_surrogate():
 
 def test_too_few_points_raise_a_clear_error():
     points = np.zeros((3, 5))
-    with pytest.raises(SurrogateFitError, match="at least 12"):
+    with pytest.raises(SurrogateFitError, match="at least 7"):
         RandomNetworkSurrogate().fit(points, np.zeros(3), np.zeros((3, 5)))
 
 

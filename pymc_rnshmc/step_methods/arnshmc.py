@@ -1,0 +1,338 @@
+"""ARNSHMC: a surrogate that starts early in tuning and keeps learning from every evaluation.
+
+The surrogate's refreshes follow a vanishing schedule, which keeps the adaptive chain ergodic.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import numbers
+from typing import Any
+
+import numpy as np
+from pymc.step_methods.state import dataclass_state
+from threadpoolctl import threadpool_limits
+
+from pymc_rnshmc.step_methods.exact_logp import MODEL_ERRORS
+from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
+from pymc_rnshmc.step_methods.rnshmc import (
+    DEFAULT_EXPLORATION_STEPS,
+    EXPLORATION,
+    RNSHMC,
+    SURROGATE,
+    RNSHMCState,
+)
+from pymc_rnshmc.surrogates import SurrogateFitError
+from pymc_rnshmc.training import TrainingBuffer
+from pymc_rnshmc.validation import check_positive_number
+
+__all__ = ["ARNSHMC", "refresh_probability"]
+
+_log = logging.getLogger("pymc.rnshmc")
+
+MIN_EXPLORATION_STEPS = 50
+LEARNING_ENERGY_LIMIT = 20.0
+"""Proposals whose exact energy error exceeds this (acceptance below 2e-9) are not learned."""
+
+
+ADAPTIVE_SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
+    **SURROGATE_HMC_STATS,
+    "surrogate_refreshes": (np.int64, []),
+    "estimator_points": (np.int64, []),
+}
+
+
+def refresh_probability(draw: int, scale: float, exponent: float) -> float:
+    """``a_t = min(1, (scale / t)^exponent)`` for the ``t``-th surrogate draw (``t >= 1``)."""
+    return float(min(1.0, (scale / max(draw, 1)) ** exponent))
+
+
+@dataclass_state
+class ARNSHMCState(RNSHMCState):
+    refreshes: int
+    _learner: Any
+    _surrogate_draws: int
+    _next_rebuild: int
+    _postponed_until: int | None
+
+
+class ARNSHMC(RNSHMC):
+    r"""Adaptive random network surrogate Hamiltonian Monte Carlo.
+
+    Like :class:`RNSHMC`, but the exact NUTS exploration is short (``max(50, 1.5 d)`` draws by
+    default, extended while the fit's held-out gradient error exceeds ``start_error``): a first
+    surrogate is fitted then, and the rest of tuning already runs surrogate
+    dynamics with the exact Metropolis test. Every exact evaluation the sampler makes from then
+    on (the end point of each trajectory, with its gradient during tuning) feeds an online
+    least-squares estimator of the network's output weights
+    (:class:`~pymc_rnshmc.surrogates.online_network.OnlineNetworkLearner`, ``O(s^2)`` per point).
+    While tuning, the whole surrogate (whitening, quadratic base, hidden layer, width) is also
+    refitted in batch whenever the number of exact evaluations has doubled since the last fit.
+    The output weights used for proposals are replaced by the estimator's current ones at the
+    ``t``-th surrogate draw with probability ``a_t = min(1, (refresh_scale / t) ^
+    refresh_exponent)``, during tuning and after it.
+
+    Why the chain stays exact: for a fixed surrogate the draw is a Metropolis-Hastings kernel
+    with a reversible, volume-preserving proposal and the exact Hamiltonian in the acceptance
+    test, so it leaves the posterior invariant whatever the surrogate is. After tuning the
+    surrogate changes only at refreshes, and the probability that the kernel of draw ``t``
+    differs from that of draw ``t - 1`` is at most ``a_t -> 0``: the adaptation diminishes
+    (condition (b) of Roberts & Rosenthal 2007, Theorem 5). Given containment (condition (a),
+    e.g. when the surrogate kernels are simultaneously uniformly ergodic, as on a compact
+    region), the theorem gives convergence of the marginal distributions to the posterior.
+    ``sum a_t = inf`` (``refresh_exponent <= 1``) keeps refreshing forever, so the surrogate
+    goes on improving from every new point. With ``freeze_after_tuning=True`` the surrogate is
+    fixed after tuning and the draws form an ordinary Markov chain.
+
+    Parameters
+    ----------
+    tuning_gradients : bool
+        Evaluate the exact gradient with the end-point logp during tuning and learn from it
+        (more information per evaluation; needed for the batch refits). After tuning no exact
+        gradient is computed.
+    refresh_scale : float
+        ``t`` below which every surrogate draw refreshes the weights.
+    refresh_exponent : float
+        Decay exponent of the refresh probability, in (0, 1].
+    freeze_after_tuning : bool
+        Keep the surrogate fixed after tuning (no adaptation during sampling).
+    rebuild_during_tuning : bool
+        Refit the whole surrogate in batch when the exact evaluations have doubled.
+    start_error : float
+        The surrogate dynamics start once a fit's held-out relative gradient error is below
+        this; until then (at most until 70 % of tuning) exploration continues.
+    **kwargs
+        As for :class:`RNSHMC` (``exploration_steps`` defaults to ``max(50, 1.5 d)``; with fewer
+        than ``d + 2`` usable draws no surrogate is fitted and sampling stays exact).
+
+    Notes
+    -----
+    Sampler statistics: those of :class:`RNSHMC`, plus ``surrogate_refreshes`` (surrogate
+    changes so far in the chain: weight refreshes and batch refits) and ``estimator_points``
+    (exact evaluations the surrogate has learned from; during exploration, those collected for
+    the first fit). ``n_gradient_evals`` counts the tuning-time gradients.
+
+    References
+    ----------
+    .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
+       using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490
+       (section 4, Algorithm 4).
+    .. [2] Roberts, G. O., & Rosenthal, J. S. (2007). Coupling and ergodicity of adaptive
+       Markov chain Monte Carlo algorithms. Journal of Applied Probability, 44(2), 458-475.
+    """
+
+    name = "arnshmc"
+    stats_dtypes_shapes = ADAPTIVE_SURROGATE_HMC_STATS
+    _state_class = ARNSHMCState
+    # The short exploration's integration times refer to a barely adapted mass matrix; in a
+    # metric that whitens the posterior a quarter oscillation takes pi / 2.
+    _shortest_jump = 0.25
+
+    def __init__(
+        self,
+        vars=None,
+        *,
+        tuning_gradients: bool = True,
+        refresh_scale: float = 10.0,
+        refresh_exponent: float = 1.0,
+        freeze_after_tuning: bool = False,
+        rebuild_during_tuning: bool = True,
+        start_error: float = 0.1,
+        **kwargs,
+    ) -> None:
+        refresh_scale = check_positive_number("refresh_scale", refresh_scale)
+        if (
+            isinstance(refresh_exponent, bool)
+            or not isinstance(refresh_exponent, numbers.Real)
+            or not 0 < refresh_exponent <= 1
+        ):
+            raise ValueError(
+                "refresh_exponent must be in (0, 1]: the refresh probability must vanish but "
+                f"sum to infinity; got {refresh_exponent!r}."
+            )
+        surrogate = kwargs.get("surrogate")
+        if surrogate is not None and not callable(getattr(surrogate, "online_estimator", None)):
+            raise TypeError(
+                "ARNSHMC needs a surrogate that can learn online (an `online_estimator(positions,"
+                " potentials, gradients)` method), such as RandomNetworkSurrogate; got "
+                f"{surrogate!r}. Use RNSHMC for a surrogate that is fitted once."
+            )
+        self.tuning_gradients = bool(tuning_gradients)
+        self.refresh_scale = refresh_scale
+        self.refresh_exponent = float(refresh_exponent)
+        self.freeze_after_tuning = bool(freeze_after_tuning)
+        self.rebuild_during_tuning = bool(rebuild_during_tuning)
+        self.start_error = check_positive_number("start_error", start_error)
+        super().__init__(vars, **kwargs)
+
+    def _start_chain(self) -> None:
+        super()._start_chain()
+        self.refreshes = 0
+        self._learner = None
+        self._surrogate_draws = 0
+        self._next_rebuild = 0
+        self._evaluation = None
+        self._postponed_until = None
+
+    def _exploration_length(self) -> int:
+        if self._postponed_until is not None:
+            return self._postponed_until
+        if self.exploration_steps is not None:
+            return self.exploration_steps
+        shortest = max(MIN_EXPLORATION_STEPS, int(np.ceil(1.5 * self._exact_logp.size)))
+        return min(shortest, self._latest_start())
+
+    def _latest_start(self) -> int:
+        if self._tune_steps is not None:
+            return max(1, round(0.7 * self._tune_steps))
+        return DEFAULT_EXPLORATION_STEPS
+
+    @staticmethod
+    def _minimum_training_points(dim: int) -> int:
+        # The held-out check of ``_ready_to_start`` judges whether a fit this early is usable.
+        return dim + 2
+
+    def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
+        """Start with a fit whose held-out gradient error is below ``start_error``.
+
+        Otherwise keep exploring for half as many draws again (up to 70 % of tuning): early
+        exploration draws may still be on their way to the posterior's bulk.
+        """
+        report = getattr(surrogate, "report", None)
+        error = np.nan if report is None else report.gradient_error
+        next_try = int(np.ceil(1.5 * self.iter_count))
+        if end_of_tuning or not error > self.start_error or next_try > self._latest_start():
+            return True
+        self._postponed_until = next_try
+        _log.debug(
+            "ARNSHMC keeps exploring until draw %d: held-out gradient error %.0f%% of its fit "
+            "on %d draws.",
+            next_try,
+            100 * error,
+            self.iter_count,
+        )
+        return False
+
+    # ----------------------------------------------------------------- stepping
+    def astep(self, q0):
+        if self.phase == SURROGATE:
+            self._surrogate_draws += 1
+            self._update_surrogate()
+        self._evaluation = None
+        q_new, (stats,) = super().astep(q0)
+        if stats["used_surrogate"]:
+            self._learn_from_proposal(stats)
+        stats["surrogate_refreshes"] = self.refreshes
+        stats["estimator_points"] = (
+            len(self._training) if self._learner is None else self._learner.n_points
+        )
+        return q_new, [stats]
+
+    def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int]:
+        gradient = None
+        if self.tune and self.tuning_gradients:
+            try:
+                logp, logp_gradient = self._logp_dlogp_func._pytensor_function(
+                    np.ascontiguousarray(position, dtype=self.dtype)
+                )
+                logp = float(logp)
+                gradient = -np.asarray(logp_gradient, dtype=float)
+            except MODEL_ERRORS:
+                logp = -np.inf
+            n_gradient_evals = 1
+        else:
+            logp, n_gradient_evals = self._exact_logp(position), 0
+        if not np.isfinite(logp):
+            return -np.inf, n_gradient_evals
+        self._evaluation = (position.copy(), logp, gradient)
+        return logp, n_gradient_evals
+
+    def _learn_from_proposal(self, stats: dict) -> None:
+        """Feed the proposal's exact evaluation to the estimator (and, accepted, to refits).
+
+        Proposals the chain could not plausibly move to (energy error above
+        ``LEARNING_ENERGY_LIMIT``, or divergent) are left out: a trajectory that flew off would
+        otherwise put an outlier with a huge potential into the least squares. Batch refits
+        train on accepted states only, as RNSHMC trains on its exploration draws, so their
+        whitening follows the posterior, not the proposals.
+        """
+        evaluation, self._evaluation = self._evaluation, None
+        if evaluation is None or stats["diverging"]:
+            return
+        position, logp, gradient = evaluation
+        if not stats["energy_error"] < LEARNING_ENERGY_LIMIT:
+            return
+        self._learner.add(position, -logp, gradient)
+        if stats["accepted"] and gradient is not None and np.all(np.isfinite(gradient)):
+            self._training.append(position, -logp, gradient)
+
+    # ----------------------------------------------------------------- adaptation
+    def _set_up_surrogate(self, end_of_tuning: bool) -> None:
+        super()._set_up_surrogate(end_of_tuning)
+        if self.phase == SURROGATE:
+            _, positions, potentials, gradients = self._training_window()
+            self._learner = self.surrogate.online_estimator(positions, potentials, gradients)
+            self._next_rebuild = 2 * len(self._training)
+
+    def _update_surrogate(self) -> None:
+        """Refit, refresh or keep the surrogate before a surrogate draw (see the class doc)."""
+        if self.tune and self.rebuild_during_tuning and self.tuning_gradients:
+            if len(self._training) >= self._next_rebuild:
+                self._next_rebuild = 2 * len(self._training)
+                self._rebuild()
+                return
+        if self.freeze_after_tuning and not self.tune:
+            return
+        probability = refresh_probability(
+            self._surrogate_draws, self.refresh_scale, self.refresh_exponent
+        )
+        if self.rng.random() < probability:
+            try:
+                with threadpool_limits(limits=1, user_api="blas"):
+                    surrogate = self._learner.updated_surrogate()
+            except (np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
+                _log.debug("ARNSHMC kept its surrogate: the online refresh failed (%s).", err)
+                return
+            self._replace_surrogate(surrogate)
+
+    def _rebuild(self) -> None:
+        _, positions, potentials, gradients = self._training_window()
+        surrogate = copy.deepcopy(self._surrogate_template)
+        current = getattr(getattr(self.surrogate, "report", None), "n_hidden", None)
+        if current is not None and getattr(surrogate, "n_hidden", 0) is None:
+            # Width selection costs an eigendecomposition of the widest Gram matrix: consider
+            # at most twice the width the last fit found good enough.
+            surrogate.max_hidden = min(surrogate.max_hidden, 2 * current)
+        try:
+            with threadpool_limits(limits=1, user_api="blas"):
+                surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
+                learner = surrogate.online_estimator(positions, potentials, gradients)
+        except (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
+            _log.debug("ARNSHMC kept its surrogate: the refit failed (%s).", err)
+            return
+        self._learner = learner
+        self._replace_surrogate(surrogate)
+        report = getattr(surrogate, "report", None)
+        if report is not None:
+            _log.debug(
+                "ARNSHMC refitted its surrogate on %d exact evaluations in %.2g s (%d hidden "
+                "units, held-out gradient error %.1f%%).",
+                report.n_points,
+                report.seconds,
+                report.n_hidden,
+                100 * report.gradient_error,
+            )
+
+    def _replace_surrogate(self, surrogate) -> None:
+        self.surrogate = surrogate
+        self.refreshes += 1
+        if self._cache is not None:  # keep the exact logp, drop the surrogate's values
+            self._cache = self._cache[:3]
+
+    def stop_tuning(self) -> None:
+        exploring = self.phase == EXPLORATION
+        super().stop_tuning()
+        if not exploring and self.phase == SURROGATE:
+            # The training buffer only serves batch refits, which end with tuning.
+            self._training = TrainingBuffer(self._exact_logp.size)

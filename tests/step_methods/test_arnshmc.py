@@ -1,0 +1,223 @@
+"""ARNSHMC: exact with a surrogate that keeps changing, its refresh schedule, its protocol."""
+
+import pickle
+
+import cloudpickle
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_rnshmc import ARNSHMC
+from pymc_rnshmc.step_methods.arnshmc import refresh_probability
+from tests.checks import assert_moments, posterior_draws, sample_stat
+from tests.models import (
+    CORRELATED_COVARIANCE,
+    CORRELATED_MEAN,
+    NORMAL_MEAN,
+    NORMAL_SD,
+    correlated_normal,
+    independent_normal,
+)
+from tests.step_methods.helpers import DistortedSurrogate, start_chain
+
+EXPLORATION = 60
+
+
+def run(model, tune=500, draws=1500, chains=2, seed=30, cores=1, **step_options):
+    step_options.setdefault("exploration_steps", EXPLORATION)
+    with model:
+        return pm.sample(
+            step=ARNSHMC(**step_options),
+            tune=tune,
+            draws=draws,
+            chains=chains,
+            cores=cores,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
+
+
+def refreshes_after_tuning(idata) -> np.ndarray:
+    """Surrogate changes during the draws kept, per chain."""
+    refreshes = sample_stat(idata, "surrogate_refreshes")
+    before = np.asarray(idata.warmup_sample_stats["surrogate_refreshes"].values)[:, -1]
+    return refreshes[:, -1] - before
+
+
+@pytest.fixture(scope="module")
+def correlated_run():
+    return run(correlated_normal())
+
+
+def test_correlated_normal_is_exact_while_the_surrogate_keeps_changing(correlated_run):
+    idata = correlated_run
+    assert sample_stat(idata, "used_surrogate").all()
+    assert (refreshes_after_tuning(idata) >= 5).all()
+    x = posterior_draws(idata, "x")
+    sds = np.sqrt(np.diag(CORRELATED_COVARIANCE))
+    for i in range(2):
+        assert_moments(x[..., i], CORRELATED_MEAN[i], sds[i], f"x[{i}]")
+    product = np.prod((x - CORRELATED_MEAN) / sds, axis=-1)
+    correlation = CORRELATED_COVARIANCE[0, 1] / (sds[0] * sds[1])
+    assert_moments(product, correlation, np.sqrt(1 + correlation**2), "z1 * z2")
+
+
+def test_surrogate_starts_early_and_learns_from_every_exact_evaluation(correlated_run):
+    warmup = correlated_run.warmup_sample_stats
+    used = np.asarray(warmup["used_surrogate"].values)
+    assert not used[:, :EXPLORATION].any() and used[:, EXPLORATION:].all()
+    # after tuning, one new point per draw (the end point's logp), unless the proposal was
+    # too implausible to learn from
+    points = sample_stat(correlated_run, "estimator_points")
+    steps = np.diff(points, axis=1)
+    assert set(np.unique(steps)) <= {0, 1} and np.mean(steps == 1) > 0.95
+    # during tuning too, except at batch refits, which start afresh from accepted states
+    tuning_points = np.asarray(warmup["estimator_points"].values)[:, EXPLORATION + 1 :]
+    assert np.mean(np.diff(tuning_points, axis=1) == 1) > 0.9
+    # during tuning the end point's exact gradient is learned too; afterwards logp only
+    gradients = np.asarray(warmup["n_gradient_evals"].values)[:, EXPLORATION:]
+    assert (gradients == 1).all()
+    assert (sample_stat(correlated_run, "n_gradient_evals") == 0).all()
+    assert (sample_stat(correlated_run, "n_logp_evals") == 1).all()
+
+
+def test_independent_normal_with_frozen_surrogate():
+    idata = run(independent_normal(), draws=1000, freeze_after_tuning=True)
+    assert (refreshes_after_tuning(idata) == 0).all()
+    x = posterior_draws(idata, "x")
+    for i in range(3):
+        assert_moments(x[..., i], NORMAL_MEAN[i], NORMAL_SD[i], f"x[{i}]")
+
+
+@pytest.mark.parametrize(
+    ("kind", "amount"),
+    [("shifted", 0.5), ("flattened", 0.3)],
+    ids=["shifted-by-half-an-sd", "force-times-0.3"],
+)
+def test_a_deliberately_wrong_surrogate_that_keeps_learning_still_gives_the_right_answer(
+    kind, amount
+):
+    idata = run(correlated_normal(), draws=2000, surrogate=DistortedSurrogate(kind, amount))
+    assert (refreshes_after_tuning(idata) >= 5).all()
+    assert np.abs(sample_stat(idata, "surrogate_error")).mean() > 0.1
+    x = posterior_draws(idata, "x")
+    sds = np.sqrt(np.diag(CORRELATED_COVARIANCE))
+    for i in range(2):
+        assert_moments(x[..., i], CORRELATED_MEAN[i], sds[i], f"{kind} x[{i}]", min_ess=100)
+
+
+def test_every_draw_refreshes_when_the_schedule_says_so():
+    idata = run(
+        independent_normal(), draws=100, chains=1, refresh_scale=1e9, rebuild_during_tuning=False
+    )
+    warmup = np.asarray(idata.warmup_sample_stats["surrogate_refreshes"].values)[0]
+    kept = sample_stat(idata, "surrogate_refreshes")[0]
+    counts = np.concatenate([warmup, kept])
+    # the first surrogate draw uses the fresh fit; every later one refreshes
+    np.testing.assert_array_equal(counts[: EXPLORATION + 1], 0)
+    np.testing.assert_array_equal(np.diff(counts[EXPLORATION:]), 1)
+
+
+def test_the_number_of_refreshes_follows_the_vanishing_schedule():
+    scale, exponent, tune, draws = 5.0, 0.7, 300, 1500
+    idata = run(
+        independent_normal(),
+        tune=tune,
+        draws=draws,
+        chains=1,
+        refresh_scale=scale,
+        refresh_exponent=exponent,
+        rebuild_during_tuning=False,
+    )
+    probabilities = np.array(
+        [refresh_probability(t, scale, exponent) for t in range(1, tune + draws - EXPLORATION)]
+    )
+    observed = sample_stat(idata, "surrogate_refreshes")[0, -1]
+    expected = probabilities.sum()
+    spread = np.sqrt(np.sum(probabilities * (1 - probabilities)))
+    assert abs(observed - expected) < 4.5 * spread, (observed, expected, spread)
+    # and refreshes get rarer: the second half of the draws has fewer than the first
+    refreshes = sample_stat(idata, "surrogate_refreshes")[0]
+    assert refreshes[-1] - refreshes[draws // 2] < refreshes[draws // 2] - refreshes[0]
+
+
+def test_the_default_schedule_vanishes_but_never_stops():
+    probabilities = np.array([refresh_probability(t, 10.0, 1.0) for t in range(1, 100_001)])
+    assert probabilities[:10].min() == 1.0 and probabilities[-1] < 1e-3
+    assert probabilities.sum() > 10 * np.log(10_000)  # harmonic: unbounded as t grows
+
+
+def test_sampling_state_round_trip_reproduces_refreshes_and_draws():
+    model = independent_normal()
+    with model:
+        step = ARNSHMC(exploration_steps=EXPLORATION, refresh_scale=1e9)
+    start_chain(step, seed=3, tune=200, draws=50)
+    point = model.initial_point()
+    for _ in range(EXPLORATION + 10):
+        point, _ = step.step(point)
+    state = step.sampling_state
+    first = [step.step(point) for _ in range(3)]
+    step.sampling_state = state
+    second = [step.step(point) for _ in range(3)]
+    for (point_a, stats_a), (point_b, stats_b) in zip(first, second, strict=True):
+        np.testing.assert_array_equal(point_a["x"], point_b["x"])
+        for key in ("accept", "surrogate_refreshes", "estimator_points", "model_logp"):
+            assert stats_a[0][key] == stats_b[0][key]
+
+
+def test_parallel_chains_reproduce_sequential_ones():
+    model = independent_normal()
+    sequential = run(model, tune=200, draws=100, seed=8)
+    parallel = run(model, tune=200, draws=100, seed=8, cores=2)
+    np.testing.assert_array_equal(posterior_draws(parallel, "x"), posterior_draws(sequential, "x"))
+    # the second chain started afresh, not from the first one's estimator
+    first_draw = np.asarray(sequential.warmup_sample_stats["estimator_points"].values)[:, 0]
+    np.testing.assert_array_equal(first_draw, [1, 1])
+
+
+def test_pickles_with_its_learner_and_samples_after_unpickling():
+    model = independent_normal()
+    with model:
+        step = ARNSHMC(exploration_steps=EXPLORATION)
+    start_chain(step, seed=5, tune=100, draws=20)
+    point = model.initial_point()
+    for _ in range(EXPLORATION + 5):
+        point, _ = step.step(point)
+    clone = pickle.loads(cloudpickle.dumps(step))
+    for draw in range(EXPLORATION + 5, 120):
+        if draw == 100:
+            clone.stop_tuning()
+        point, stats = clone.step(point)
+    assert stats[0]["used_surrogate"] and stats[0]["n_gradient_evals"] == 0
+    assert stats[0]["estimator_points"] > 100
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("refresh_exponent", 0.0, "refresh_exponent"),
+        ("refresh_exponent", 1.5, "refresh_exponent"),
+        ("refresh_scale", 0.0, "refresh_scale"),
+        ("refresh_scale", np.inf, "refresh_scale"),
+    ],
+)
+def test_invalid_schedule_is_rejected(option, value, message):
+    with independent_normal(), pytest.raises(ValueError, match=message):
+        ARNSHMC(**{option: value})
+
+
+def test_a_surrogate_that_cannot_learn_online_is_rejected():
+    class FittedOnce:
+        def fit(self, positions, potentials, gradients=None, rng=None):
+            return self
+
+        def potential(self, positions):
+            return 0.0
+
+        def gradient(self, position):
+            return np.zeros_like(position)
+
+    with independent_normal(), pytest.raises(TypeError, match="learn online"):
+        ARNSHMC(surrogate=FittedOnce())
