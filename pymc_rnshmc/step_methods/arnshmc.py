@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import logging
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from pymc.step_methods.state import dataclass_state
 from threadpoolctl import threadpool_limits
 
 from pymc_rnshmc.step_methods.exact_logp import MODEL_ERRORS
-from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
+from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS, SurrogateWarning
 from pymc_rnshmc.step_methods.rnshmc import (
     DEFAULT_EXPLORATION_STEPS,
     EXPLORATION,
@@ -55,6 +56,7 @@ class ARNSHMCState(RNSHMCState):
     _surrogate_draws: int
     _next_rebuild: int
     _postponed_until: int | None
+    _warned_refresh: bool
 
 
 class ARNSHMC(RNSHMC):
@@ -73,17 +75,20 @@ class ARNSHMC(RNSHMC):
     ``t``-th surrogate draw with probability ``a_t = min(1, (refresh_scale / t) ^
     refresh_exponent)``, during tuning and after it.
 
-    Why the chain stays exact: for a fixed surrogate the draw is a Metropolis-Hastings kernel
-    with a reversible, volume-preserving proposal and the exact Hamiltonian in the acceptance
-    test, so it leaves the posterior invariant whatever the surrogate is. After tuning the
-    surrogate changes only at refreshes, and the probability that the kernel of draw ``t``
+    Why the chain targets the posterior: for a fixed surrogate the draw is a
+    Metropolis-Hastings kernel with a reversible, volume-preserving proposal and the exact
+    Hamiltonian in the acceptance test, so each kernel leaves the posterior invariant whatever
+    the surrogate is. After tuning the surrogate changes only at refreshes, decided before the
+    trajectory and independently of it, and the probability that the kernel of draw ``t``
     differs from that of draw ``t - 1`` is at most ``a_t -> 0``: the adaptation diminishes
-    (condition (b) of Roberts & Rosenthal 2007, Theorem 5). Given containment (condition (a),
-    e.g. when the surrogate kernels are simultaneously uniformly ergodic, as on a compact
-    region), the theorem gives convergence of the marginal distributions to the posterior.
-    ``sum a_t = inf`` (``refresh_exponent <= 1``) keeps refreshing forever, so the surrogate
-    goes on improving from every new point. With ``freeze_after_tuning=True`` the surrogate is
-    fixed after tuning and the draws form an ordinary Markov chain.
+    (condition (b) of Roberts & Rosenthal 2007, Theorem 5). Given containment (their condition
+    (a); it holds, for example, when the surrogate kernels are simultaneously uniformly
+    ergodic), the theorem gives convergence of the chain's marginal distributions to the
+    posterior; this is an asymptotic guarantee for an adaptive chain, not the invariance of a
+    single Markov kernel. ``sum a_t = inf`` (``refresh_exponent <= 1``) keeps refreshing
+    forever, so the surrogate goes on improving from every new point. With
+    ``freeze_after_tuning=True`` the surrogate is fixed after tuning and the draws form an
+    ordinary Markov chain that leaves the posterior invariant.
 
     Parameters
     ----------
@@ -101,7 +106,10 @@ class ARNSHMC(RNSHMC):
         Refit the whole surrogate in batch when the exact evaluations have doubled.
     start_error : float
         The surrogate dynamics start once a fit's held-out relative gradient error is below
-        this; until then (at most until 70 % of tuning) exploration continues.
+        this; until then (at most until 70 % of tuning; on PyMC 5, which does not tell the step
+        the tuning length, at most two postponements) exploration continues, as it does after a
+        failed first fit. A fit without held-out points (very few draws, or both ``n_hidden``
+        and ``penalty`` fixed) has no error estimate and starts at once.
     **kwargs
         As for :class:`RNSHMC` (``exploration_steps`` defaults to ``max(50, 1.5 d)``; with fewer
         than ``d + 2`` usable draws no surrogate is fitted and sampling stays exact).
@@ -174,6 +182,7 @@ class ARNSHMC(RNSHMC):
         self._next_rebuild = 0
         self._evaluation = None
         self._postponed_until = None
+        self._warned_refresh = False
 
     def _exploration_length(self) -> int:
         if self._postponed_until is not None:
@@ -186,7 +195,17 @@ class ARNSHMC(RNSHMC):
     def _latest_start(self) -> int:
         if self._tune_steps is not None:
             return max(1, round(0.7 * self._tune_steps))
-        return DEFAULT_EXPLORATION_STEPS
+        # PyMC 5 does not tell the step the tuning length: allow two postponements.
+        first = max(MIN_EXPLORATION_STEPS, int(np.ceil(1.5 * self._exact_logp.size)))
+        return min(DEFAULT_EXPLORATION_STEPS, int(np.ceil(2.25 * first)))
+
+    def _postpone_start(self) -> bool:
+        next_try = int(np.ceil(1.5 * self.iter_count))
+        if next_try > self._latest_start():
+            return False
+        self._postponed_until = next_try
+        _log.debug("ARNSHMC keeps exploring until draw %d: its first fit failed.", next_try)
+        return True
 
     @staticmethod
     def _minimum_training_points(dim: int) -> int:
@@ -263,7 +282,8 @@ class ARNSHMC(RNSHMC):
         position, logp, gradient = evaluation
         if not stats["energy_error"] < LEARNING_ENERGY_LIMIT:
             return
-        self._learner.add(position, -logp, gradient)
+        if not (self.freeze_after_tuning and not self.tune):
+            self._learner.add(position, -logp, gradient)
         if stats["accepted"] and gradient is not None and np.all(np.isfinite(gradient)):
             self._training.append(position, -logp, gradient)
 
@@ -292,7 +312,15 @@ class ARNSHMC(RNSHMC):
                 with threadpool_limits(limits=1, user_api="blas"):
                     surrogate = self._learner.updated_surrogate()
             except (np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
-                _log.debug("ARNSHMC kept its surrogate: the online refresh failed (%s).", err)
+                if not self._warned_refresh:
+                    self._warned_refresh = True
+                    warnings.warn(
+                        f"ARNSHMC could not refresh its surrogate from the online estimator "
+                        f"({err}); it keeps the current one, which stays exact but stops "
+                        "improving.",
+                        SurrogateWarning,
+                        stacklevel=2,
+                    )
                 return
             self._replace_surrogate(surrogate)
 

@@ -294,6 +294,8 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         dim = positions.shape[1]
         needed = self._minimum_training_points(dim)
         if positions.shape[0] < needed:
+            if not end_of_tuning and self._postpone_start():
+                return
             self.phase = EXACT
             warnings.warn(
                 f"{type(self).__name__} collected {positions.shape[0]} exact draws for its "
@@ -305,7 +307,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
                 stacklevel=2,
             )
             return
-        surrogate = copy.deepcopy(self._surrogate_template)
+        surrogate = self._new_surrogate()
         try:
             surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
             check = rows(surrogate.gradient)(positions)
@@ -316,6 +318,8 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
                     "training points"
                 )
         except (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
+            if not end_of_tuning and self._postpone_start():
+                return
             self.phase = EXACT
             warnings.warn(
                 f"{type(self).__name__} could not fit its surrogate ({err}). Sampling continues "
@@ -392,6 +396,10 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
                 stacklevel=2,
             )
 
+    def _new_surrogate(self):
+        """An unfitted surrogate for this chain."""
+        return copy.deepcopy(self._surrogate_template)
+
     @staticmethod
     def _minimum_training_points(dim: int) -> int:
         """Exploration draws the first fit needs: enough for a well-determined quadratic."""
@@ -400,6 +408,10 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
     def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
         """Whether to start the surrogate dynamics with this fit (or keep exploring)."""
         return True
+
+    def _postpone_start(self) -> bool:
+        """Keep exploring after a failed first fit (``True``) instead of giving up on it."""
+        return False
 
     # ----------------------------------------------------------------- PyMC protocol
     @staticmethod

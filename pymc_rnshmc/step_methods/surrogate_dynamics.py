@@ -94,9 +94,13 @@ class SurrogateDynamicsMixin:
                 f"Bad initial energy: the model's logp is {logp} at the current point. "
                 "Check the initial values with model.debug() or model.point_logps()."
             )
-        surrogate_potential = float(self.surrogate.potential(position))
+        surrogate_potential = self._surrogate_potential(position, logp)
         gradient = np.asarray(self._force(position), dtype=float)
         return logp, surrogate_potential, gradient, evaluations
+
+    def _surrogate_potential(self, position: np.ndarray, exact_logp: float) -> float:
+        """Potential of the trajectories' Hamiltonian at ``position`` (exact logp known there)."""
+        return float(self.surrogate.potential(position))
 
     def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int]:
         """Exact logp at the end of a trajectory, and how many exact gradients that took."""
@@ -156,7 +160,7 @@ class SurrogateDynamicsMixin:
         integrator_accept = 0.0
         if not trajectory.failed:
             with np.errstate(over="ignore", invalid="ignore"):
-                proposal_surrogate = float(self.surrogate.potential(trajectory.position))
+                proposal_surrogate = self._surrogate_potential(trajectory.position, proposal_logp)
                 surrogate_change = (
                     proposal_surrogate
                     - surrogate_potential

@@ -96,13 +96,13 @@ class NormalEquationsRidge:
     def solve(self) -> np.ndarray:
         """Current ridge weights, by Cholesky (``O(p^3)``).
 
-        Raises
-        ------
-        numpy.linalg.LinAlgError
-            The penalized normal equations are not positive definite.
+        Falls back to ``lstsq`` if the penalized normal equations are numerically singular.
         """
         system = self.gram + np.diag(self.penalty)
-        factor = scipy.linalg.cho_factor(system, check_finite=True)
+        try:
+            factor = scipy.linalg.cho_factor(system, check_finite=True)
+        except np.linalg.LinAlgError:  # numerically singular: minimum-norm least squares
+            return scipy.linalg.lstsq(system, self.projection, lapack_driver="gelsd")[0]
         return scipy.linalg.cho_solve(factor, self.projection)
 
 

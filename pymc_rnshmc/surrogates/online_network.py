@@ -59,6 +59,13 @@ class OnlineNetworkLearner:
         self.estimator = NormalEquationsRidge(penalty)
         self._n_folded = 0
         self._pending: list[tuple[np.ndarray, float, np.ndarray | None]] = []
+        # Features are shifted by their mean over the initial points (a fixed shift, so the
+        # least squares are unchanged): uncentred softplus features and an intercept column
+        # are nearly collinear, and the normal equations would be needlessly ill-conditioned.
+        whitened = surrogate.whitening.to_whitened(np.atleast_2d(positions))
+        features = surrogate.layer.features(whitened)
+        finite = np.all(np.isfinite(features), axis=1)
+        self._feature_shift = features[finite].mean(axis=0) if finite.any() else 0.0
         self._add_block(positions, potentials, gradients)
 
     def add(self, position: np.ndarray, potential: float, gradient: np.ndarray | None = None):
@@ -80,12 +87,13 @@ class OnlineNetworkLearner:
     def updated_surrogate(self):
         """A copy of the surrogate with the least-squares weights of every point so far.
 
-        Costs one Cholesky factorization of order ``s + 1``.
+        Costs one Cholesky factorization of order ``s + 1`` (a least-squares solve if the
+        penalized normal equations are numerically singular).
 
         Raises
         ------
         numpy.linalg.LinAlgError
-            The penalized normal equations are not positive definite.
+            The weights came out non-finite.
         """
         self._flush()
         solution = self.estimator.solve()
@@ -93,7 +101,7 @@ class OnlineNetworkLearner:
             raise np.linalg.LinAlgError("the online least-squares weights are not finite")
         updated = copy.copy(self.surrogate)
         updated.coefficients = solution[:-1]
-        updated.offset = float(solution[-1])
+        updated.offset = float(solution[-1] - self._feature_shift @ solution[:-1])
         return updated
 
     def _flush(self) -> None:
@@ -126,7 +134,9 @@ class OnlineNetworkLearner:
         values = potentials.copy()
         if quadratic is not None:
             values -= quadratic.potential(whitened)
-        design = np.column_stack([layer.features(whitened), np.ones(positions.shape[0])])
+        design = np.column_stack(
+            [layer.features(whitened) - self._feature_shift, np.ones(positions.shape[0])]
+        )
         gram = design.T @ design
         projection = design.T @ values
         n_rows = positions.shape[0]
