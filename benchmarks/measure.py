@@ -124,7 +124,11 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
         report = getattr(step.surrogate, "report", None)
         result["surrogate_fit_seconds"] = None if report is None else report.seconds
         result["setup_seconds"] = step.setup_seconds
-        result["surrogate_gradient_error"] = None if report is None else report.gradient_error
+        result["surrogate_gradient_error"] = getattr(report, "gradient_error", None)
+        if hasattr(report, "finest_surplus"):  # SparseGridHMC's precomputation
+            result["grid_points"] = report.n_points
+            result["grid_level"] = report.level
+            result["finest_surplus"] = report.finest_surplus
         best = step.trajectory_choice.best
         result["trajectory"] = {
             "metric": best.metric.kind,

@@ -5,7 +5,7 @@ the potential ``U = -logp`` to what it saw, and then proposes with the surrogate
 the Metropolis test uses the exact log density, so the chain targets the exact posterior.
 """
 
-from pymc_rnshmc.step_methods import ARNSHMC, RNSHMC, SurrogateWarning
+from pymc_rnshmc.step_methods import ARNSHMC, RNSHMC, SparseGridHMC, SurrogateWarning
 from pymc_rnshmc.surrogates import (
     FitReport,
     PotentialSurrogate,
@@ -21,6 +21,7 @@ __all__ = [
     "FitReport",
     "PotentialSurrogate",
     "RandomNetworkSurrogate",
+    "SparseGridHMC",
     "SurrogateFitError",
     "SurrogateWarning",
     "__version__",

@@ -5,6 +5,13 @@
   prior ``beta ~ N(0, 100 I)``; d = 50 and N = 100000 in the paper.
 * ``banana``: sparse-grid HMC paper section 4.2. ``b ~ N(0, I_2)``,
   ``y_i ~ N(b1 + b2^2, 2^2)``, 100 observations generated with ``b1 + b2^2 = 1``.
+* ``small_logistic_regression``: sparse-grid HMC paper section 4.1. ``X = (1, X1)`` with
+  ``X1 ~ N(0, 1)``, ``beta_true = (-1, 1)``, N = 100; the paper gives no prior, here
+  ``beta ~ N(0, 10^2 I)``.
+* ``gaussian_process``: sparse-grid HMC paper section 4.3. Zero-mean GP on inputs in the unit
+  square with covariance ``eta exp(-l |x - x'|^2) + J delta``; ``log eta, log l, log J ~ N(-1,
+  1)``; the paper does not give the data, here N = 200 uniform inputs and observations drawn
+  from the model at ``eta = 1, l = 3, J = 0.1``. Each logp is a Cholesky of an N x N matrix.
 """
 
 from __future__ import annotations
@@ -47,6 +54,48 @@ def banana(n_obs: int = 100, seed: int = 2015) -> pm.Model:
     return model
 
 
-WORKLOADS = {"logistic_regression": logistic_regression, "banana": banana}
+def small_logistic_regression(n_obs: int = 100, seed: int = 2016) -> pm.Model:
+    """The sparse-grid HMC paper's two-parameter logistic regression as a PyMC model."""
+    rng = np.random.default_rng(seed)
+    design = np.column_stack([np.ones(n_obs), rng.normal(size=n_obs)])
+    probabilities = 1.0 / (1.0 + np.exp(-(design @ np.array([-1.0, 1.0]))))
+    responses = (rng.uniform(size=n_obs) < probabilities).astype("int64")
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 10.0, shape=2)
+        pm.Bernoulli("y", logit_p=pm.math.dot(design, beta), observed=responses)
+    return model
 
-__all__ = ["WORKLOADS", "banana", "banana_data", "logistic_regression", "logistic_regression_data"]
+
+def gaussian_process(n_obs: int = 200, seed: int = 2018) -> pm.Model:
+    """The sparse-grid HMC paper's Gaussian-process hyperparameter posterior as a PyMC model."""
+    rng = np.random.default_rng(seed)
+    inputs = rng.uniform(size=(n_obs, 2))
+    squared = np.sum((inputs[:, None, :] - inputs[None, :, :]) ** 2, axis=-1)
+    covariance = 1.0 * np.exp(-3.0 * squared) + 0.1 * np.eye(n_obs)
+    observed = np.linalg.cholesky(covariance) @ rng.normal(size=n_obs)
+    with pm.Model() as model:
+        log_eta = pm.Normal("log_eta", -1.0, 1.0)
+        log_l = pm.Normal("log_l", -1.0, 1.0)
+        log_j = pm.Normal("log_j", -1.0, 1.0)
+        kernel = pm.math.exp(log_eta) * pm.math.exp(-pm.math.exp(log_l) * squared)
+        cov = kernel + pm.math.exp(log_j) * np.eye(n_obs)
+        pm.MvNormal("y", mu=np.zeros(n_obs), cov=cov, observed=observed)
+    return model
+
+
+WORKLOADS = {
+    "logistic_regression": logistic_regression,
+    "banana": banana,
+    "small_logistic_regression": small_logistic_regression,
+    "gaussian_process": gaussian_process,
+}
+
+__all__ = [
+    "WORKLOADS",
+    "banana",
+    "banana_data",
+    "gaussian_process",
+    "logistic_regression",
+    "logistic_regression_data",
+    "small_logistic_regression",
+]

@@ -2,5 +2,6 @@
 
 from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
 from pymc_rnshmc.step_methods.rnshmc import RNSHMC, SurrogateWarning
+from pymc_rnshmc.step_methods.sparse_grid_hmc import SparseGridHMC
 
-__all__ = ["ARNSHMC", "RNSHMC", "SurrogateWarning"]
+__all__ = ["ARNSHMC", "RNSHMC", "SparseGridHMC", "SurrogateWarning"]

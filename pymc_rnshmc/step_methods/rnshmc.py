@@ -135,6 +135,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
     name = "rnshmc"
     default_blocked = True
     _shortest_jump = 0.0
+    _simulated_draws = 100
     stats_dtypes_shapes = SURROGATE_HMC_STATS
     _state_class = RNSHMCState
 
@@ -310,7 +311,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         surrogate = self._new_surrogate()
         try:
             surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
-            check = rows(surrogate.gradient)(positions)
+            check = rows(self._simulation_surrogate(surrogate).gradient)(positions)
             failing = np.mean(~np.all(np.isfinite(check), axis=1))
             if failing > 0.5:  # isolated failures are handled by exact gradients there
                 raise SurrogateFitError(
@@ -333,7 +334,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         nuts_step_size = float(self.step_adapt.current(False))
         try:
             choice = choose_trajectory(
-                surrogate,
+                self._simulation_surrogate(surrogate),
                 self.potential,
                 positions,
                 gradients,
@@ -345,6 +346,8 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
                 rng=self.rng.spawn(1)[0],
                 path_length=self.user_path_length,
                 shortest_jump=self._shortest_jump,
+                simulated_draws=self._simulated_draws,
+                extra_metrics=self._extra_metrics(surrogate),
             )
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
             self.phase = EXACT
@@ -371,16 +374,12 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         initial = best.step_size if end_of_tuning else 0.1 * best.step_size
         self.step_adapt = DualAverageAdaptation(initial, self.surrogate_target_accept, gamma, k, t0)
         self.phase = SURROGATE
-        report = getattr(surrogate, "report", None)
         _log.info(
             "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
             "step size %.3g, path length %.3g.",
             type(self).__name__,
             positions.shape[0],
-            ""
-            if report is None
-            else f" in {report.seconds:.2g} s ({report.n_hidden} hidden "
-            f"units, held-out gradient error {report.gradient_error:.1%})",
+            self._describe_fit(getattr(surrogate, "report", None)),
             best.metric.kind,
             best.step_size,
             best.path_length,
@@ -395,6 +394,25 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
                 SurrogateWarning,
                 stacklevel=2,
             )
+
+    @staticmethod
+    def _describe_fit(report) -> str:
+        if report is None:
+            return ""
+        return (
+            f" in {report.seconds:.2g} s ({report.n_hidden} hidden units, held-out gradient "
+            f"error {report.gradient_error:.1%})"
+        )
+
+    @staticmethod
+    def _extra_metrics(surrogate) -> tuple:
+        """Candidate metrics the surrogate itself suggests."""
+        return ()
+
+    @staticmethod
+    def _simulation_surrogate(surrogate):
+        """The surrogate as the trajectory simulations (which spend no exact evaluation) see it."""
+        return surrogate
 
     def _new_surrogate(self):
         """An unfitted surrogate for this chain."""

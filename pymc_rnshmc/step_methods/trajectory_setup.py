@@ -72,6 +72,8 @@ def choose_trajectory(
     rng: np.random.Generator,
     path_length: float | None = None,
     shortest_jump: float = 0.0,
+    simulated_draws: int = 100,
+    extra_metrics: tuple = (),
 ) -> trajectory_tuning.TrajectoryChoice:
     """Pick the metric, step size and path length of the surrogate dynamics by simulation.
 
@@ -80,9 +82,11 @@ def choose_trajectory(
     draw and of the whole trajectory; ``step_size`` is NUTS's adapted step size. A given
     ``path_length`` is used as the only candidate. ``shortest_jump`` is a floor on the NUTS
     jump the candidates are built around, for explorations too short to have adapted the
-    metric their integration times refer to.
+    metric their integration times refer to. ``simulated_draws`` is the length of each
+    simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the one
+    from the gradients.
     """
-    metrics = candidate_metrics(potential, positions, gradients)
+    metrics = candidate_metrics(potential, positions, gradients) + list(extra_metrics)
     if path_length is None:
         lengths = candidate_path_lengths(jumps, tree_lengths, max(step_size, shortest_jump))
     else:
@@ -100,4 +104,5 @@ def choose_trajectory(
         rng=rng,
         target_accept=target_accept,
         max_steps=max_steps,
+        n_draws=simulated_draws,
     )

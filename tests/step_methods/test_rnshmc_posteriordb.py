@@ -1,4 +1,4 @@
-"""RNSHMC and ARNSHMC reproduce posteriordb reference posteriors.
+"""RNSHMC, ARNSHMC and SparseGridHMC reproduce posteriordb reference posteriors.
 
 Each test writes one posteriordb posterior as a PyMC model (data and reference summaries in
 ``tests/data/posteriordb/<name>/``), samples it with RNSHMC and compares the mean and sd of
@@ -25,7 +25,7 @@ import pymc as pm
 import pytest
 from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 
-from pymc_rnshmc import ARNSHMC, RNSHMC
+from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC
 from tests.checks import assert_moments, posterior_draws, sample_stat
 
 POSTERIORDB = Path(__file__).resolve().parents[1] / "data" / "posteriordb"
@@ -162,6 +162,19 @@ CASES = [
         step_options={"target_accept": 0.95},
         variant="arnshmc",
         step_class=ARNSHMC,
+    ),
+    # SparseGridHMC on a three-parameter posterior with an extreme correlation: its Laplace box
+    # follows the correlation
+    PosteriorCase(
+        name="kilpisjarvi_mod-kilpisjarvi",
+        build_model=kilpisjarvi_trend,
+        tune=600,
+        draws=1000,
+        exploration_steps=None,
+        seed=2031,
+        dense_exploration_metric=True,
+        variant="sparse-grid",
+        step_class=SparseGridHMC,
     ),
     # The intercept/slope correlation of about -0.99999 makes exploration with PyMC's default
     # diagonal metric run at maximum tree depth (20-60 s); its dense adaptive metric is cheap.
