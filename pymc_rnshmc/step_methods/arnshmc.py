@@ -107,7 +107,7 @@ class ARNSHMC(RNSHMC):
     start_error : float
         The surrogate dynamics start once a fit's held-out relative gradient error is below
         this; until then (at most until 70 % of tuning; on PyMC 5, which does not tell the step
-        the tuning length, at most two postponements) exploration continues, as it does after a
+        the tuning length, at most four postponements) exploration continues, as it does after a
         failed first fit. A fit without held-out points (very few draws, or both ``n_hidden``
         and ``penalty`` fixed) has no error estimate and starts at once.
     **kwargs
@@ -195,9 +195,11 @@ class ARNSHMC(RNSHMC):
     def _latest_start(self) -> int:
         if self._tune_steps is not None:
             return max(1, round(0.7 * self._tune_steps))
-        # PyMC 5 does not tell the step the tuning length: allow two postponements.
-        first = max(MIN_EXPLORATION_STEPS, int(np.ceil(1.5 * self._exact_logp.size)))
-        return min(DEFAULT_EXPLORATION_STEPS, int(np.ceil(2.25 * first)))
+        # PyMC 5 does not tell the step the tuning length: allow four postponements.
+        latest = max(MIN_EXPLORATION_STEPS, int(np.ceil(1.5 * self._exact_logp.size)))
+        for _ in range(4):
+            latest = int(np.ceil(1.5 * latest))
+        return min(DEFAULT_EXPLORATION_STEPS, latest)
 
     def _postpone_start(self) -> bool:
         next_try = int(np.ceil(1.5 * self.iter_count))

@@ -155,7 +155,7 @@ CASES = [
     PosteriorCase(
         name="eight_schools-eight_schools_noncentered",
         build_model=eight_schools_noncentered,
-        tune=600,
+        tune=1000,
         draws=1000,
         exploration_steps=None,
         seed=2023,
