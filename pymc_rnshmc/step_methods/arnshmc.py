@@ -15,7 +15,6 @@ import numpy as np
 from pymc.step_methods.state import dataclass_state
 from threadpoolctl import threadpool_limits
 
-from pymc_rnshmc.step_methods.exact_logp import MODEL_ERRORS
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS, SurrogateWarning
 from pymc_rnshmc.step_methods.rnshmc import (
     DEFAULT_EXPLORATION_STEPS,
@@ -253,15 +252,8 @@ class ARNSHMC(RNSHMC):
     def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int]:
         gradient = None
         if self.tune and self.tuning_gradients:
-            try:
-                logp, logp_gradient = self._logp_dlogp_func._pytensor_function(
-                    np.ascontiguousarray(position, dtype=self.dtype)
-                )
-                logp = float(logp)
-                gradient = -np.asarray(logp_gradient, dtype=float)
-            except MODEL_ERRORS:
-                logp = -np.inf
-            n_gradient_evals = 1
+            potential, gradient = self._exact_potential_and_gradient(position)
+            logp, n_gradient_evals = -potential, 1
         else:
             logp, n_gradient_evals = self._exact_logp(position), 0
         if not np.isfinite(logp):

@@ -6,7 +6,6 @@ import numbers
 from typing import Any
 
 import numpy as np
-from pymc.step_methods.state import dataclass_state
 
 from pymc_rnshmc.metrics import DenseMetric
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
@@ -54,11 +53,6 @@ def choose_level(dim: int, level: int | None, max_points: int) -> int:
     while SparseGrid.count_points(dim, chosen + 1) <= max_points:
         chosen += 1
     return chosen
-
-
-@dataclass_state
-class SparseGridHMCState(RNSHMCState):
-    pass
 
 
 class SparseGridHMC(RNSHMC):
@@ -114,7 +108,7 @@ class SparseGridHMC(RNSHMC):
 
     name = "sparse_grid_hmc"
     stats_dtypes_shapes = SPARSE_GRID_HMC_STATS
-    _state_class = SparseGridHMCState
+    _state_class = RNSHMCState
     # A sparse-grid gradient costs several times a network's, and the trajectory simulations
     # call it hundreds of thousands of times: shorter simulated chains keep the setup short.
     _simulated_draws = 100
@@ -201,15 +195,12 @@ class SparseGridHMC(RNSHMC):
         return -np.array([self._exact_logp(position) for position in np.atleast_2d(positions)])
 
     def _exact_potential_gradient(self, position: np.ndarray) -> np.ndarray:
-        _, logp_gradient = self._logp_dlogp_func._pytensor_function(
-            np.ascontiguousarray(position, dtype=self.dtype)
-        )
-        return -np.asarray(logp_gradient, dtype=float)
+        return self._exact_potential_and_gradient(position)[1]
 
     def _surrogate_potential(self, position: np.ndarray, exact_logp: float) -> float:
-        if self.surrogate.contains(position):
-            return float(self.surrogate.potential(position))
-        return -float(exact_logp)
+        # eq. 3.11: the interpolant inside the box (NaN outside), the exact potential outside
+        value = float(self.surrogate.potential(position))
+        return value if np.isfinite(value) else -float(exact_logp)
 
     def astep(self, q0):
         q_new, (stats,) = super().astep(q0)

@@ -20,6 +20,7 @@ from pymc.stats.convergence import SamplerWarning, WarningType
 
 from pymc_rnshmc.acceptance import metropolis_accept
 from pymc_rnshmc.integration import leapfrog
+from pymc_rnshmc.step_methods.exact_logp import MODEL_ERRORS
 from pymc_rnshmc.step_methods.reporting import SurrogateWarning
 
 __all__ = ["SurrogateDynamicsMixin", "jittered_n_steps"]
@@ -59,13 +60,20 @@ class SurrogateDynamicsMixin:
             if (np.abs(gradient) <= self._force_bound).all():  # False for NaN as well
                 return gradient
         self._exact_forces += 1
+        return self._exact_potential_and_gradient(position)[1]
+
+    def _exact_potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        """Exact ``U = -logp`` and its gradient in one model call (``inf`` and NaN on failure)."""
         try:
-            _, logp_gradient = self._logp_dlogp_func._pytensor_function(
+            logp, logp_gradient = self._logp_dlogp_func._pytensor_function(
                 np.ascontiguousarray(position, dtype=self.dtype)
             )
-        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            return np.full_like(position, np.nan)
-        return -np.asarray(logp_gradient, dtype=float)
+        except MODEL_ERRORS:
+            return np.inf, np.full_like(position, np.nan, dtype=float)
+        potential = -float(logp)
+        return (potential if not np.isnan(potential) else np.inf), -np.asarray(
+            logp_gradient, dtype=float
+        )
 
     def _current_state(self, position: np.ndarray) -> tuple[float, float, np.ndarray, int]:
         """Exact logp, surrogate potential and gradient at ``position``.

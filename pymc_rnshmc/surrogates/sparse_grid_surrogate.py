@@ -21,6 +21,7 @@ potential there, and the exact Metropolis test always uses the exact Hamiltonian
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,9 +50,9 @@ class DomainBox:
     factor: np.ndarray
     half_width: float
 
-    @property
+    @functools.cached_property
     def inverse_factor(self) -> np.ndarray:
-        """``L^-1``."""
+        """``L^-1`` (computed once)."""
         return scipy.linalg.solve_triangular(self.factor, np.eye(self.centre.size), lower=True)
 
     @classmethod
@@ -225,9 +226,8 @@ class SparseGridSurrogate:
         else:
             self.box = DomainBox.from_draws(positions, self.mass)
         grid = SparseGrid(dim, self.level)
-        nodes = self.box.centre + ((2.0 * grid.points - 1.0) * self.box.half_width) @ (
-            self.box.factor.T
-        )
+        whitened = (2.0 * grid.points - 1.0) * self.box.half_width
+        nodes = self.box.centre + whitened @ self.box.factor.T
         values = np.asarray(self.exact_potential(nodes), dtype=float)
         failing = ~np.isfinite(values)
         if failing.any():
@@ -236,10 +236,8 @@ class SparseGridSurrogate:
                 "points; lower `mass` to shrink the box"
             )
         if self.quadratic_base:
-            whitened = (2.0 * grid.points - 1.0) * self.box.half_width
             values = values - 0.5 * np.sum(whitened**2, axis=1)
         self.interpolant = grid.fit(values)
-        self._inverse_factor = self.box.inverse_factor
         self.exact_potential = self.exact_gradient = None  # keep the state small and picklable
         by_level = self.interpolant.surplus_by_level()
         self.report = SparseGridReport(
@@ -264,7 +262,7 @@ class SparseGridSurrogate:
         return extended
 
     def _whitened(self, positions: np.ndarray) -> np.ndarray:
-        return (positions - self.box.centre) @ self._inverse_factor.T
+        return (positions - self.box.centre) @ self.box.inverse_factor.T
 
     def contains(self, positions: np.ndarray) -> np.ndarray | bool:
         """Whether points ``(d,)`` or rows ``(n, d)`` lie in the box."""
@@ -299,4 +297,4 @@ class SparseGridSurrogate:
             gradient = np.where(outside.any(axis=-1, keepdims=True), np.nan, gradient)
         if self.quadratic_base:
             gradient = gradient + whitened
-        return gradient @ self._inverse_factor
+        return gradient @ self.box.inverse_factor

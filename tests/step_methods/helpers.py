@@ -91,3 +91,49 @@ def start_chain(step, seed: int, tune: int, draws: int) -> None:
     else:
         step.set_rng(rng)
     step.tune = tune > 0
+
+
+def sample_with(
+    step_class,
+    model,
+    *,
+    tune: int,
+    draws: int,
+    seed: int,
+    chains: int = 2,
+    cores: int = 1,
+    keep_tuning: bool = False,
+    **step_options,
+):
+    """``pm.sample`` with a fresh ``step_class(**step_options)``, quietly; ``(result, step)``."""
+    import pymc as pm
+
+    with model:
+        step = step_class(**step_options)
+        result = pm.sample(
+            step=step,
+            tune=tune,
+            draws=draws,
+            chains=chains,
+            cores=cores,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=not keep_tuning,
+        )
+    return result, step
+
+
+def assert_correlated_normal(idata, label: str = "", min_ess=200, correlation: bool = True):
+    """Means and sds of ``tests.models.correlated_normal`` (and ``E[z1 z2]``, the correlation)."""
+    from tests.checks import assert_moments, posterior_draws
+    from tests.models import CORRELATED_COVARIANCE, CORRELATED_MEAN
+
+    x = posterior_draws(idata, "x")
+    sds = np.sqrt(np.diag(CORRELATED_COVARIANCE))
+    for i in range(2):
+        assert_moments(x[..., i], CORRELATED_MEAN[i], sds[i], f"{label} x[{i}]", min_ess=min_ess)
+    if correlation:
+        product = np.prod((x - CORRELATED_MEAN) / sds, axis=-1)
+        rho = CORRELATED_COVARIANCE[0, 1] / (sds[0] * sds[1])
+        assert_moments(product, rho, np.sqrt(1 + rho**2), f"{label} z1 * z2", min_ess=min_ess)

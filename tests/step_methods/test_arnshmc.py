@@ -4,39 +4,41 @@ import pickle
 
 import cloudpickle
 import numpy as np
-import pymc as pm
 import pytest
 
 from pymc_rnshmc import ARNSHMC
 from pymc_rnshmc.step_methods.arnshmc import refresh_probability
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import (
-    CORRELATED_COVARIANCE,
-    CORRELATED_MEAN,
     NORMAL_MEAN,
     NORMAL_SD,
     correlated_normal,
     independent_normal,
 )
-from tests.step_methods.helpers import DistortedSurrogate, start_chain
+from tests.step_methods.helpers import (
+    DistortedSurrogate,
+    assert_correlated_normal,
+    sample_with,
+    start_chain,
+)
 
 EXPLORATION = 60
 
 
 def run(model, tune=500, draws=1500, chains=2, seed=30, cores=1, **step_options):
     step_options.setdefault("exploration_steps", EXPLORATION)
-    with model:
-        return pm.sample(
-            step=ARNSHMC(**step_options),
-            tune=tune,
-            draws=draws,
-            chains=chains,
-            cores=cores,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-            discard_tuned_samples=False,
-        )
+    idata, _ = sample_with(
+        ARNSHMC,
+        model,
+        tune=tune,
+        draws=draws,
+        chains=chains,
+        seed=seed,
+        cores=cores,
+        keep_tuning=True,
+        **step_options,
+    )
+    return idata
 
 
 def refreshes_after_tuning(idata) -> np.ndarray:
@@ -55,13 +57,7 @@ def test_correlated_normal_is_exact_while_the_surrogate_keeps_changing(correlate
     idata = correlated_run
     assert sample_stat(idata, "used_surrogate").all()
     assert (refreshes_after_tuning(idata) >= 5).all()
-    x = posterior_draws(idata, "x")
-    sds = np.sqrt(np.diag(CORRELATED_COVARIANCE))
-    for i in range(2):
-        assert_moments(x[..., i], CORRELATED_MEAN[i], sds[i], f"x[{i}]")
-    product = np.prod((x - CORRELATED_MEAN) / sds, axis=-1)
-    correlation = CORRELATED_COVARIANCE[0, 1] / (sds[0] * sds[1])
-    assert_moments(product, correlation, np.sqrt(1 + correlation**2), "z1 * z2")
+    assert_correlated_normal(idata)
 
 
 def test_surrogate_starts_early_and_learns_from_every_exact_evaluation(correlated_run):
@@ -102,10 +98,7 @@ def test_a_deliberately_wrong_surrogate_that_keeps_learning_still_gives_the_righ
     idata = run(correlated_normal(), draws=2000, surrogate=DistortedSurrogate(kind, amount))
     assert (refreshes_after_tuning(idata) >= 5).all()
     assert np.abs(sample_stat(idata, "surrogate_error")).mean() > 0.1
-    x = posterior_draws(idata, "x")
-    sds = np.sqrt(np.diag(CORRELATED_COVARIANCE))
-    for i in range(2):
-        assert_moments(x[..., i], CORRELATED_MEAN[i], sds[i], f"{kind} x[{i}]", min_ess=100)
+    assert_correlated_normal(idata, kind, min_ess=100, correlation=False)
 
 
 def test_every_draw_refreshes_when_the_schedule_says_so():

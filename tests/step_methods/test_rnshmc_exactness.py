@@ -1,7 +1,6 @@
 """RNSHMC samples the exact posterior: analytic posteriors, a banana, wrong surrogates."""
 
 import numpy as np
-import pymc as pm
 import pytest
 from scipy import stats
 
@@ -9,8 +8,6 @@ from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.workloads import banana
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import (
-    CORRELATED_COVARIANCE,
-    CORRELATED_MEAN,
     NORMAL_MEAN,
     NORMAL_SD,
     banana_reference_moments,
@@ -19,23 +16,15 @@ from tests.models import (
     gamma_poisson,
     independent_normal,
 )
-from tests.step_methods.helpers import DistortedSurrogate
+from tests.step_methods.helpers import DistortedSurrogate, assert_correlated_normal, sample_with
 
 
 def run(model, tune=600, draws=1500, chains=2, seed=20, **step_options):
     step_options.setdefault("exploration_steps", 400)
-    with model:
-        step = RNSHMC(**step_options)
-        return pm.sample(
-            step=step,
-            tune=tune,
-            draws=draws,
-            chains=chains,
-            cores=1,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+    idata, _ = sample_with(
+        RNSHMC, model, tune=tune, draws=draws, chains=chains, seed=seed, **step_options
+    )
+    return idata
 
 
 def assert_used_the_surrogate(idata):
@@ -54,15 +43,7 @@ def test_independent_normal():
 def test_correlated_normal_including_the_correlation():
     idata = run(correlated_normal())
     assert_used_the_surrogate(idata)
-    x = posterior_draws(idata, "x")
-    sds = np.sqrt(np.diag(CORRELATED_COVARIANCE))
-    for i in range(2):
-        assert_moments(x[..., i], CORRELATED_MEAN[i], sds[i], f"x[{i}]")
-    # E[z1 z2] of the standardized coordinates is the correlation
-    product = np.prod((x - CORRELATED_MEAN) / sds, axis=-1)
-    correlation = CORRELATED_COVARIANCE[0, 1] / (sds[0] * sds[1])
-    second_moment_sd = np.sqrt(1 + correlation**2)
-    assert_moments(product, correlation, second_moment_sd, "z1 * z2")
+    assert_correlated_normal(idata)  # with E[z1 z2] of the standardized coordinates
 
 
 def test_beta_binomial_through_the_logit_transform():
@@ -96,7 +77,4 @@ def test_a_deliberately_wrong_surrogate_still_gives_the_right_answer(kind, amoun
     assert_used_the_surrogate(idata)
     # the distortion is visible: the surrogate misjudges the energy change of proposals
     assert np.abs(sample_stat(idata, "surrogate_error")).mean() > 0.1
-    x = posterior_draws(idata, "x")
-    sds = np.sqrt(np.diag(CORRELATED_COVARIANCE))
-    for i in range(2):
-        assert_moments(x[..., i], CORRELATED_MEAN[i], sds[i], f"{kind} x[{i}]", min_ess=100)
+    assert_correlated_normal(idata, kind, min_ess=100, correlation=False)
