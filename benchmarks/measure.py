@@ -125,10 +125,14 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
         result["surrogate_fit_seconds"] = None if report is None else report.seconds
         result["setup_seconds"] = step.setup_seconds
         result["surrogate_gradient_error"] = getattr(report, "gradient_error", None)
-        if hasattr(report, "finest_surplus"):  # SparseGridHMC's precomputation
+        if hasattr(report, "max_potential_error"):  # SparseGridHMC's precomputation
+            result["grid"] = report.grid
             result["grid_points"] = report.n_points
             result["grid_level"] = report.level
-            result["finest_surplus"] = report.finest_surplus
+            result["cells_per_dimension"] = report.cells_per_dimension
+            result["grid_domain"] = report.domain
+            result["grid_error_estimate"] = report.error_estimate
+            result["max_potential_error"] = report.max_potential_error
         best = step.trajectory_choice.best
         result["trajectory"] = {
             "metric": best.metric.kind,

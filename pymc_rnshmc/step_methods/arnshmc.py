@@ -249,7 +249,7 @@ class ARNSHMC(RNSHMC):
         )
         return q_new, [stats]
 
-    def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int]:
+    def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int, int]:
         gradient = None
         if self.tune and self.tuning_gradients:
             potential, gradient = self._exact_potential_and_gradient(position)
@@ -257,9 +257,9 @@ class ARNSHMC(RNSHMC):
         else:
             logp, n_gradient_evals = self._exact_logp(position), 0
         if not np.isfinite(logp):
-            return -np.inf, n_gradient_evals
+            return -np.inf, 1, n_gradient_evals
         self._evaluation = (position.copy(), logp, gradient)
-        return logp, n_gradient_evals
+        return logp, 1, n_gradient_evals
 
     def _learn_from_proposal(self, stats: dict) -> None:
         """Feed the proposal's exact evaluation to the estimator (and, accepted, to refits).

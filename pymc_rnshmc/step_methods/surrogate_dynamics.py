@@ -96,7 +96,7 @@ class SurrogateDynamicsMixin:
         ):
             logp, evaluations = cache[1], 0
         else:
-            logp, evaluations = self._exact_logp(position), 1
+            logp, evaluations = self._target_logp(position)
         if not np.isfinite(logp):
             raise SamplingError(
                 f"Bad initial energy: the model's logp is {logp} at the current point. "
@@ -110,9 +110,22 @@ class SurrogateDynamicsMixin:
         """Potential of the trajectories' Hamiltonian at ``position`` (exact logp known there)."""
         return float(self.surrogate.potential(position))
 
-    def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int]:
-        """Exact logp at the end of a trajectory, and how many exact gradients that took."""
-        return self._exact_logp(position), 0
+    def _target_logp(self, position: np.ndarray) -> tuple[float, int]:
+        """Log density of the Metropolis test (the exact one) and the exact evaluations spent."""
+        return self._exact_logp(position), 1
+
+    def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int, int]:
+        """Target logp at the end of a trajectory and the exact logps and gradients it took."""
+        return (*self._target_logp(position), 0)
+
+    def _adaptation_accept(self, accept: float, integrator_accept: float) -> float:
+        """Acceptance the step size is adapted on.
+
+        The integrator's share of rejections, measured on the surrogate's own Hamiltonian: a
+        smaller step cannot fix the surrogate's own error, so adapting on the exact acceptance
+        would shrink the step for nothing.
+        """
+        return integrator_accept
 
     def _surrogate_step_size(self) -> float:
         step_size = float(self.step_adapt.current(self.tune))
@@ -149,8 +162,10 @@ class SurrogateDynamicsMixin:
         if trajectory.failed:
             message = "The surrogate gradient or the trajectory became non-finite."
         else:
-            proposal_logp, n_gradient_evals = self._evaluate_proposal(trajectory.position)
-            n_logp_evals += 1
+            proposal_logp, proposal_logp_evals, n_gradient_evals = self._evaluate_proposal(
+                trajectory.position
+            )
+            n_logp_evals += proposal_logp_evals
             if not np.isfinite(proposal_logp):
                 message = f"The model's logp is {proposal_logp} at the proposal."
         if message is None:
@@ -183,9 +198,7 @@ class SurrogateDynamicsMixin:
                 )
 
         if self.tune:
-            # The step size controls the integrator's share of rejections, measured on the
-            # surrogate's own Hamiltonian; a smaller step cannot fix the surrogate's own error.
-            self.step_adapt.update(integrator_accept, True)
+            self.step_adapt.update(self._adaptation_accept(accept, integrator_accept), True)
         if accepted:
             position = trajectory.position
             logp, surrogate_potential, gradient = (

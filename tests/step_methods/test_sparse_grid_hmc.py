@@ -5,7 +5,7 @@ import pymc as pm
 import pytest
 from scipy import stats
 
-from pymc_rnshmc import SparseGridHMC
+from pymc_rnshmc import SparseGridHMC, SurrogateWarning
 from pymc_rnshmc.workloads import banana
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import (
@@ -58,12 +58,74 @@ def test_gamma_poisson_through_the_log_transform():
     assert_moments(posterior_draws(idata, "rate"), posterior.mean(), posterior.std(), "rate")
 
 
-def test_banana_against_quadrature():
-    idata, _ = run(banana(), tune=600, draws=2000)
+@pytest.mark.parametrize("grid", ["sparse", "full"])
+def test_banana_against_quadrature(grid):
+    # the Laplace box misses the curved arms: domain="auto" places the box around the draws
+    # the full grid as fine as the paper's (80 x 80 cells): coarser cells miss the thin ridge
+    options = {"max_points": 6400} if grid == "full" else {}
+    idata, step = run(banana(), tune=600, draws=2000, grid=grid, **options)
+    assert step.surrogate.report.domain == "exploration"
+    assert step.surrogate.report.grid == grid
     means, sds = banana_reference_moments()
     b = posterior_draws(idata, "b")
     for i in range(2):
         assert_moments(b[..., i], means[i], sds[i], f"b[{i}]", min_ess=150)
+
+
+def test_correlated_normal_with_a_surplus_refined_grid():
+    idata, step = run(correlated_normal(), refine=True, max_points=300)
+    report = step.surrogate.report
+    assert report.n_points <= 300 and report.level >= 3
+    assert_correlated_normal(idata, "refined grid", correlation=False)
+
+
+@pytest.mark.slow
+def test_banana_with_a_surplus_refined_grid():
+    idata, step = run(banana(), tune=600, draws=1500, chains=1, refine=True, max_points=800)
+    report = step.surrogate.report
+    assert report.n_points <= 800
+    # refined beyond the isotropic level that fits the budget (level 7: 705 points)
+    assert report.level > 7
+    means, sds = banana_reference_moments()
+    b = posterior_draws(idata, "b")
+    for i in range(2):
+        assert_moments(b[..., i], means[i], sds[i], f"refined b[{i}]", min_ess=100)
+
+
+def test_correlated_normal_with_a_force_map():
+    idata, step = run(correlated_normal(), grid="full")
+    report = step.surrogate.report
+    assert report.grid == "full" and report.cells_per_dimension == 44 and report.n_points == 1936
+    outside = sample_stat(idata, "steps_outside_domain")
+    np.testing.assert_array_equal(sample_stat(idata, "n_gradient_evals"), outside)
+    np.testing.assert_array_equal(sample_stat(idata, "n_logp_evals"), outside + 1)
+    assert_correlated_normal(idata, "force map", correlation=False)
+
+
+def test_a_deliberately_coarse_force_map_is_slow_but_exact():
+    # five cells per axis: 25 force vectors for the whole posterior
+    idata, step = run(correlated_normal(), grid="full", cells_per_dimension=5, draws=1000)
+    assert step.surrogate.report.error_estimate > 1.0
+    assert_correlated_normal(idata, "5 x 5 force map", min_ess=100, correlation=False)
+
+
+def test_the_approximate_complete_variant_warns_reports_its_bound_and_skips_exact_logps():
+    with pytest.warns(SurrogateWarning, match=r"approximation of the posterior.*bound"):
+        idata, step = run(correlated_normal(), exact_acceptance=False, draws=1000)
+    report = step.surrogate.report
+    assert 0.0 < report.kl_bound == 2.0 * report.max_potential_error < 0.1
+    approximate = sample_stat(idata, "approximate_test")
+    assert approximate.mean() > 0.9
+    outside = sample_stat(idata, "steps_outside_domain")
+    logp_evals = sample_stat(idata, "n_logp_evals")
+    assert np.all(logp_evals[approximate & (outside == 0)] == 0)
+    # a fine grid of a Gaussian: the approximate target is close to the posterior
+    assert_correlated_normal(idata, "complete variant", correlation=False)
+
+
+def test_exact_acceptance_is_the_default_and_never_approximates():
+    idata, _ = run(correlated_normal(), tune=300, draws=200, chains=1)
+    assert not sample_stat(idata, "approximate_test").any()
 
 
 def test_leaving_and_reentering_a_small_box_keeps_the_posterior_exact():
@@ -91,6 +153,12 @@ def test_parallel_chains_reproduce_sequential_ones():
         ({"domain": "sphere"}, ValueError, "domain"),
         ({"max_points": 0}, ValueError, "max_points"),
         ({"n_hidden": 100}, TypeError, "n_hidden"),
+        ({"grid": "hexagonal"}, ValueError, "grid must be"),
+        ({"grid": "full", "cells_per_dimension": 2}, ValueError, "at least 3"),
+        ({"grid": "full", "cells_per_dimension": 50}, ValueError, "125000 exact gradient"),
+        ({"grid": "full", "level": 3}, ValueError, "level and refine are for grid='sparse'"),
+        ({"refine": True, "level": 3}, ValueError, "do not pass `level`"),
+        ({"cells_per_dimension": 10}, ValueError, "cells_per_dimension is for grid='full'"),
     ],
 )
 def test_invalid_settings_are_rejected(options, error, message):
@@ -107,3 +175,7 @@ def test_a_grid_too_large_for_the_dimension_says_how_large_and_what_to_use():
         pm.Normal("x", 0.0, 1.0, shape=40)
         with pytest.raises(ValueError, match="level-1 sparse grid in 40 dimensions"):
             SparseGridHMC(max_points=50)
+    with pm.Model():
+        pm.Normal("x", 0.0, 1.0, shape=4)
+        with pytest.raises(ValueError, match=r"at most 3 parameters.*grid='sparse'"):
+            SparseGridHMC(grid="full")

@@ -4,7 +4,11 @@ import math
 import numpy as np
 import pytest
 
-from pymc_rnshmc.surrogates.sparse_grid import SparseGrid, SparseGridInterpolant
+from pymc_rnshmc.surrogates.sparse_grid import (
+    SparseGrid,
+    SparseGridInterpolant,
+    adaptive_interpolant,
+)
 
 
 def smooth_function(points):
@@ -260,16 +264,6 @@ def test_single_point_and_rows_agree():
         np.testing.assert_allclose(interpolant.gradient(point), gradient, rtol=1e-13, atol=1e-13)
 
 
-def test_rows_are_evaluated_in_chunks_consistently(monkeypatch):
-    import pymc_rnshmc.surrogates.sparse_grid as module
-
-    _, interpolant = fitted(smooth_function, 3, 3)
-    points = np.random.default_rng(8).random((50, 3))
-    whole = interpolant.gradient(points)
-    monkeypatch.setattr(module, "_CHUNK_ELEMENTS", 1)
-    np.testing.assert_allclose(interpolant.gradient(points), whole, rtol=1e-14, atol=1e-14)
-
-
 def test_outside_the_unit_cube_gives_nan():
     _, interpolant = fitted(smooth_function, 2, 3)
     assert np.isnan(interpolant.value(np.array([1.1, 0.5])))
@@ -314,3 +308,48 @@ def test_bad_values_or_points_raise():
         interpolant.gradient(np.zeros((4, 3)))
     with pytest.raises(ValueError, match="surpluses"):
         SparseGridInterpolant(grid, np.zeros(5))
+
+
+# --- Surplus-based (dimension-adaptive) refinement ---
+
+
+def anisotropic(points):
+    points = np.atleast_2d(points)
+    return (
+        np.exp(-8.0 * (points[:, 0] - 0.4) ** 2) * (1.0 + 0.05 * points[:, 1]) + 0.01 * points[:, 2]
+    )
+
+
+def test_adaptive_refinement_spends_its_points_where_the_surpluses_are():
+    calls = []
+
+    def counted(points):
+        calls.append(len(points))
+        return anisotropic(points)
+
+    adaptive = adaptive_interpolant(3, counted, max_points=120)
+    grid = adaptive.grid
+    assert grid.n_points <= 120 and sum(calls) == grid.n_points  # each node evaluated once
+    np.testing.assert_allclose(adaptive.value(grid.points), anisotropic(grid.points), atol=1e-12)
+    # refined far along x0, hardly along x2
+    assert grid.multi_indices[:, 0].max() >= grid.multi_indices[:, 2].max() + 3
+    isotropic_level = max(
+        level for level in range(8) if SparseGrid.count_points(3, level) <= grid.n_points
+    )
+    _, isotropic = fitted(anisotropic, 3, isotropic_level)
+    points = np.random.default_rng(12).random((3000, 3))
+    adaptive_error = np.max(np.abs(adaptive.value(points) - anisotropic(points)))
+    isotropic_error = np.max(np.abs(isotropic.value(points) - anisotropic(points)))
+    assert adaptive_error < 0.5 * isotropic_error
+
+
+def test_a_grid_from_multi_indices_matches_the_isotropic_one():
+    grid = SparseGrid(3, 0, multi_indices=SparseGrid(3, 3).multi_indices[::-1])
+    reference = SparseGrid(3, 3)
+    assert grid.level == 3 and grid.n_points == reference.n_points
+    np.testing.assert_array_equal(grid.points, reference.points)
+
+
+def test_multi_indices_must_be_downward_closed():
+    with pytest.raises(ValueError, match="downward closed"):
+        SparseGrid(2, 0, multi_indices=np.array([[0, 0], [0, 2]]))

@@ -5,13 +5,9 @@ import numpy as np
 import pytest
 
 from pymc_rnshmc.integration import leapfrog
+from pymc_rnshmc.surrogates.domain import DomainBox, half_width_for_mass, laplace_approximation
 from pymc_rnshmc.surrogates.random_network import SurrogateFitError
-from pymc_rnshmc.surrogates.sparse_grid_surrogate import (
-    DomainBox,
-    SparseGridSurrogate,
-    half_width_for_mass,
-    laplace_approximation,
-)
+from pymc_rnshmc.surrogates.sparse_grid_surrogate import SparseGridSurrogate
 from tests.surrogates.test_random_network import banana_potential
 
 PRECISION = np.array([[2.0, 0.9], [0.9, 1.0]])
@@ -35,6 +31,14 @@ def banana_gradient(point):
     return banana_potential(point)[1][0]
 
 
+def gaussian_both(point):
+    return float(gaussian_rows(point)[0]), gaussian_gradient(point)
+
+
+def both(rows, gradient):
+    return lambda point: (float(rows(point)[0]), gradient(point))
+
+
 @pytest.fixture(scope="module")
 def draws():
     rng = np.random.default_rng(4)
@@ -43,7 +47,9 @@ def draws():
 
 def fitted(rows, gradient, positions, **options):
     options.setdefault("level", 4)
-    surrogate = SparseGridSurrogate(exact_potential=rows, exact_gradient=gradient, **options)
+    surrogate = SparseGridSurrogate(
+        exact_potential=rows, exact_potential_and_gradient=both(rows, gradient), **options
+    )
     return surrogate.fit(positions, rows(positions))
 
 
@@ -86,7 +92,7 @@ def test_banana_error_shrinks_with_level_and_matches_the_surplus_estimate():
         error = np.max(np.abs(surrogate.potential(inside) - banana_rows(inside)))
         errors.append(error)
         # the finest surpluses are an error estimate of the right order
-        assert surrogate.report.finest_surplus < 20 * error + 1e-12
+        assert surrogate.report.error_estimate < 20 * error + 1e-12
     assert errors[0] > errors[1] > errors[2]
     assert errors[2] < 0.02
 
@@ -174,9 +180,7 @@ def test_a_non_finite_potential_on_the_grid_is_a_clear_error(draws):
 
 
 def test_laplace_finds_the_mode_from_a_poor_start():
-    mode, covariance, evaluations = laplace_approximation(
-        lambda q: float(gaussian_rows(q)[0]), gaussian_gradient, MODE + 3.0, np.eye(2)
-    )
+    mode, covariance, evaluations = laplace_approximation(gaussian_both, MODE + 3.0, np.eye(2))
     np.testing.assert_allclose(mode, MODE, atol=1e-5)
     np.testing.assert_allclose(covariance, np.linalg.inv(PRECISION), rtol=1e-5)
     assert evaluations > 4
@@ -200,6 +204,38 @@ def test_laplace_copes_with_an_extreme_correlation_given_a_rough_covariance():
     rng = np.random.default_rng(9)
     draws = rng.multivariate_normal(centre, covariance, size=100)
     rough = np.linalg.cholesky(np.cov(draws, rowvar=False))
-    mode, found, _ = laplace_approximation(lambda q: float(rows(q)[0]), gradient, draws[0], rough)
+    mode, found, _ = laplace_approximation(both(rows, gradient), draws[0], rough)
     assert np.all(np.abs(mode - centre) <= 1e-3 * scales), mode
     np.testing.assert_allclose(found, covariance, rtol=1e-3)
+
+
+def test_auto_domain_keeps_the_laplace_box_of_a_gaussian_and_follows_a_banana(draws):
+    gaussian = fitted(gaussian_rows, gaussian_gradient, draws, domain="auto")
+    assert gaussian.report.domain == "laplace"
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=600)
+    curved = np.stack([x, 0.5 * x**2 + rng.normal(0.0, 0.5, size=600)], axis=1)
+    banana = fitted(banana_rows, banana_gradient, curved, domain="auto", mass=0.99)
+    assert banana.report.domain == "exploration"
+    assert np.mean(banana.contains(curved)) >= 0.99
+    assert banana.report.n_laplace_evaluations > 0  # it did try the Laplace box first
+
+
+def test_the_simulation_extension_is_continuous_across_the_boundary():
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=600)
+    points = np.stack([x, 0.5 * x**2 + rng.normal(0.0, 0.5, size=600)], axis=1)
+    surrogate = fitted(banana_rows, banana_gradient, points, domain="exploration", mass=0.6)
+    extended = surrogate.extended_by_quadratic()
+    box = surrogate.box
+    for corner in ([1.0, 0.3], [-0.2, -1.0], [0.5, 1.0]):
+        edge = box.position(np.array(corner) * box.half_width)
+        normal = box.factor @ np.sign(np.round(corner))
+        inside, outside = edge - 1e-9 * normal, edge + 1e-9 * normal
+        assert surrogate.contains(inside) and not surrogate.contains(outside)
+        assert extended.potential(outside) == pytest.approx(extended.potential(inside), abs=1e-6)
+        np.testing.assert_allclose(
+            extended.gradient(outside), extended.gradient(inside), rtol=1e-5, atol=1e-5
+        )
+    far = box.position(np.array([3.0, 0.0]) * box.half_width)
+    assert np.isfinite(extended.potential(far)) and np.isfinite(extended.gradient(far)).all()
