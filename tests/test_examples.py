@@ -39,3 +39,30 @@ def test_logistic_regression_example_compares_nuts_rnshmc_and_arnshmc():
     )
     cells = [cell.strip() for cell in adaptive_row.split("|")]
     assert float(cells[-2]) == 0.0 and float(cells[-1]) == 1.0
+
+
+def test_elliptic_pde_example_compares_nuts_and_rnshmc():
+    environment = dict(os.environ, PYTHONPATH=str(ROOT))
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "elliptic_pde.py"),
+            "--n-cells=6",
+            "--n-modes=3",
+            "--tune=300",
+            "--draws=100",
+            "--chains=1",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "seconds per solve" in completed.stdout
+    assert "RNSHMC / NUTS bulk ESS per second" in completed.stdout
+    rnshmc_row = next(line for line in completed.stdout.splitlines() if line.startswith("RNSHMC "))
+    cells = [cell.strip() for cell in rnshmc_row.split("|")]
+    assert float(cells[3]) == 1.0  # exact logp evaluations per draw after tuning
+    assert float(cells[4]) == 0.0  # exact gradients per draw after tuning
