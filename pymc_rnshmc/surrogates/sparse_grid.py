@@ -32,7 +32,7 @@ import numbers
 import numba
 import numpy as np
 
-__all__ = ["SparseGrid", "SparseGridInterpolant", "adaptive_interpolant"]
+__all__ = ["SparseGrid", "SparseGridInterpolant", "adaptive_interpolant", "evaluate_point"]
 
 
 def _checked_integer(name: str, value: object, minimum: int) -> int:
@@ -72,63 +72,71 @@ def _multi_indices(dim: int, level: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _evaluate_rows(points, active, offsets, surpluses, n_used, n_levels, gradient, out):
-    """Interpolant (and gradient) at rows of unit-cube points, written into ``out``.
+def evaluate_point(x, active, offsets, surpluses, n_used, n_levels, gradient, out, scratch):
+    """Interpolant (and gradient) at one unit-cube point ``x``, written into ``out``.
 
     ``active[m, a] = (dimension, 1-D level, stride)`` lists the dimensions where multi-index
     ``m`` is above level 0 (padded with ``-1``); the other dimensions contribute the constant
-    hat 1 with slope 0. ``out[:, :d]`` receives the gradient (when ``gradient``), ``out[:, d]``
-    the value; rows with a coordinate outside ``[0, 1]`` (or NaN) get NaN. Only the first
-    ``n_used`` multi-indices contribute.
+    hat 1 with slope 0. ``out[:d]`` receives the gradient (when ``gradient``), ``out[d]`` the
+    value. Only the first ``n_used`` multi-indices contribute. ``scratch`` is a work array of
+    shape ``(3 d + 1, n_levels)``. Returns ``False`` (and writes nothing) if a coordinate is
+    outside ``[0, 1]`` or NaN.
     """
-    n_points, dim = points.shape
-    cells = np.empty((dim, n_levels), dtype=np.int64)
-    values = np.empty((dim, n_levels))
-    slopes = np.empty((dim, n_levels))
-    prefix = np.empty(dim + 1)
-    for row in range(n_points):
-        inside = True
-        for j in range(dim):
-            x = points[row, j]
-            if not (0.0 <= x <= 1.0):
-                inside = False
-                break
-            for step in range(1, n_levels):
-                scale = 2.0**step
-                if step == 1:  # the boundary nodes 0 and 1
-                    cell = 0 if x < 0.5 else 1
-                    from_node = 2.0 * x - 2.0 * cell
-                    descending = from_node >= 0.5 * cell
-                else:  # node (2 cell + 1) / 2^step, hat of half-width 2^-step
-                    cell = min(int(np.floor(x * 0.5 * scale)), int(0.5 * scale) - 1)
-                    from_node = x * scale - (2.0 * cell + 1.0)
-                    descending = from_node >= 0.0
-                cells[j, step] = cell
-                values[j, step] = 1.0 - abs(from_node)
-                slopes[j, step] = -scale if descending else scale
-        if not inside:
-            out[row, :] = np.nan
-            continue
-        total = 0.0
+    dim = x.shape[0]
+    cells = scratch[:dim]
+    values = scratch[dim : 2 * dim]
+    slopes = scratch[2 * dim : 3 * dim]
+    prefix = scratch[3 * dim]
+    for j in range(dim):
+        coordinate = x[j]
+        if not (0.0 <= coordinate <= 1.0):
+            return False
+        for step in range(1, n_levels):
+            scale = 2.0**step
+            if step == 1:  # the boundary nodes 0 and 1
+                cell = 0.0 if coordinate < 0.5 else 1.0
+                from_node = 2.0 * coordinate - 2.0 * cell
+                descending = from_node >= 0.5 * cell
+            else:  # node (2 cell + 1) / 2^step, hat of half-width 2^-step
+                cell = min(np.floor(coordinate * 0.5 * scale), 0.5 * scale - 1.0)
+                from_node = coordinate * scale - (2.0 * cell + 1.0)
+                descending = from_node >= 0.0
+            cells[j, step] = cell
+            values[j, step] = 1.0 - abs(from_node)
+            slopes[j, step] = -scale if descending else scale
+    total = 0.0
+    if gradient:
+        out[:dim] = 0.0
+    for m in range(n_used):
+        node = offsets[m]
+        count = 0
+        while count < dim and active[m, count, 0] >= 0:
+            node += int(cells[active[m, count, 0], active[m, count, 1]]) * active[m, count, 2]
+            count += 1
+        prefix[0] = surpluses[node]
+        for a in range(count):
+            prefix[a + 1] = prefix[a] * values[active[m, a, 0], active[m, a, 1]]
+        total += prefix[count]
         if gradient:
-            out[row, :dim] = 0.0
-        for m in range(n_used):
-            node = offsets[m]
-            count = 0
-            while count < dim and active[m, count, 0] >= 0:
-                node += cells[active[m, count, 0], active[m, count, 1]] * active[m, count, 2]
-                count += 1
-            prefix[0] = surpluses[node]
-            for a in range(count):
-                prefix[a + 1] = prefix[a] * values[active[m, a, 0], active[m, a, 1]]
-            total += prefix[count]
-            if gradient:
-                suffix = 1.0
-                for a in range(count - 1, -1, -1):
-                    j, step = active[m, a, 0], active[m, a, 1]
-                    out[row, j] += prefix[a] * suffix * slopes[j, step]
-                    suffix *= values[j, step]
-        out[row, dim] = total
+            suffix = 1.0
+            for a in range(count - 1, -1, -1):
+                j, step = active[m, a, 0], active[m, a, 1]
+                out[j] += prefix[a] * suffix * slopes[j, step]
+                suffix *= values[j, step]
+    out[dim] = total
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _evaluate_rows(points, active, offsets, surpluses, n_used, n_levels, gradient, out):
+    """:func:`evaluate_point` for every row of ``points``; NaN rows outside the unit cube."""
+    n_points, dim = points.shape
+    scratch = np.empty((3 * dim + 1, max(n_levels, dim + 1)))
+    for row in range(n_points):
+        if not evaluate_point(
+            points[row], active, offsets, surpluses, n_used, n_levels, gradient, out[row], scratch
+        ):
+            out[row, :] = np.nan
 
 
 def _downward_closed(multi_indices: np.ndarray, dim: int) -> np.ndarray:
