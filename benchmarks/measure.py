@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import cProfile
+import datetime
 import io
+import json
+import os
+import platform
 import pstats
 import time
+from pathlib import Path
 
 import arviz as az
 import numpy as np
@@ -15,6 +20,25 @@ import xarray as xr
 from benchmarks.convergence import nutpie_timeline, pymc_timeline
 from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.exact_logp import ExactLogp
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def run_metadata(**settings) -> dict:
+    """Date, machine and PyMC version of a benchmark run, followed by its settings."""
+    return {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "pymc": pm.__version__,
+        **settings,
+    }
+
+
+def write_results(name: str, results: dict, markdown: str) -> None:
+    """``benchmarks/results/<name>.json`` (everything) and ``<name>.md`` (the table)."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=1, default=float))
+    (RESULTS / f"{name}.md").write_text(markdown)
 
 
 def ess_summary(posterior) -> dict:
@@ -60,12 +84,14 @@ def evaluation_costs(model, repeats: int = 200) -> dict:
     joint.set_extra_values({})
     compiled = joint._pytensor_function
     compiled.trust_input = True
-    position = np.zeros(logp.size) + 0.5
+    # A new point every call: a model that caches its last evaluation (the elliptic PDE keeps
+    # its factorization) would otherwise be timed on cache hits.
+    positions = 0.5 + 1e-3 * np.random.default_rng(0).normal(size=(repeats + 1, logp.size))
     costs = {}
     for name, function in (("logp_seconds", logp), ("logp_gradient_seconds", compiled)):
-        function(position)
+        function(positions[-1])
         timings = []
-        for _ in range(repeats):
+        for position in positions[:-1]:
             start = time.perf_counter()
             function(position)
             timings.append(time.perf_counter() - start)

@@ -22,19 +22,20 @@ os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import argparse
-import datetime
 import functools
-import json
-import platform
-from pathlib import Path
 
 import pymc as pm
 
-from benchmarks.measure import evaluation_costs, mean_agreement, run_pymc
+from benchmarks.measure import (
+    evaluation_costs,
+    mean_agreement,
+    run_metadata,
+    run_pymc,
+    write_results,
+)
 from pymc_rnshmc import SparseGridHMC
 from pymc_rnshmc.workloads import banana, gaussian_process, small_logistic_regression
 
-RESULTS = Path(__file__).parent / "results"
 FULL_GRID = {"grid": "full", "max_points": 6400}
 WORKLOADS = {
     "small_logistic_regression": (small_logistic_regression, 2.1, {"full grid": FULL_GRID}),
@@ -130,20 +131,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     reports = [run_workload(name, args) for name in args.workloads.split(",")]
-    meta = {
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-        "pymc": pm.__version__,
-        "tune": args.tune,
-        "draws": args.draws,
-        "seed": args.seed,
-    }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "sparse_grid.json").write_text(
-        json.dumps(meta | {"reports": reports}, indent=1, default=float)
-    )
+    meta = run_metadata(tune=args.tune, draws=args.draws, seed=args.seed)
     text = markdown(reports, meta)
-    (RESULTS / "sparse_grid.md").write_text(text)
+    write_results("sparse_grid", meta | {"reports": reports}, text)
     print(text)
 
 

@@ -21,19 +21,21 @@ os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import argparse
-import datetime
 import functools
-import json
-import platform
 from pathlib import Path
 
 import pymc as pm
 
-from benchmarks.measure import evaluation_costs, mean_agreement, run_pymc
+from benchmarks.measure import (
+    evaluation_costs,
+    mean_agreement,
+    run_metadata,
+    run_pymc,
+    write_results,
+)
 from pymc_rnshmc import SparseGridHMC
 from pymc_rnshmc.workloads import logistic_regression
 
-RESULTS = Path(__file__).parent / "results"
 FIGURES = Path(__file__).parent.parent / "docs" / "figures"
 SAMPLERS = {
     "PyMC NUTS": pm.NUTS,
@@ -132,21 +134,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     reports = [run_dimension(int(dim), args) for dim in args.dims.split(",")]
-    meta = {
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-        "pymc": pm.__version__,
-        "n_obs": args.n_obs,
-        "tune": args.tune,
-        "draws": args.draws,
-        "seed": args.seed,
-    }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "sparse_grid_dimensions.json").write_text(
-        json.dumps(meta | {"reports": reports}, indent=1, default=float)
-    )
+    meta = run_metadata(n_obs=args.n_obs, tune=args.tune, draws=args.draws, seed=args.seed)
     text = markdown(reports, meta)
-    (RESULTS / "sparse_grid_dimensions.md").write_text(text)
+    write_results("sparse_grid_dimensions", meta | {"reports": reports}, text)
     plot(reports, FIGURES / "sparse-grid-dimensions.png")
     print(text)
 
