@@ -133,10 +133,12 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    reports = [run_dimension(int(dim), args) for dim in args.dims.split(",")]
     meta = run_metadata(n_obs=args.n_obs, tune=args.tune, draws=args.draws, seed=args.seed)
-    text = markdown(reports, meta)
-    write_results("sparse_grid_dimensions", meta | {"reports": reports}, text)
+    reports = []
+    for dim in args.dims.split(","):
+        reports.append(run_dimension(int(dim), args))
+        text = markdown(reports, meta)  # written after every dimension: a long run keeps its part
+        write_results("sparse_grid_dimensions", meta | {"reports": reports}, text)
     plot(reports, FIGURES / "sparse-grid-dimensions.png")
     print(text)
 

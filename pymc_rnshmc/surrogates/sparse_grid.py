@@ -28,6 +28,7 @@ compiles (about 2 s); later processes load the compiled code from Numba's cache.
 
 from __future__ import annotations
 
+import itertools
 import numbers
 
 import numba
@@ -207,8 +208,9 @@ class SparseGrid:
             )
         blocks = []
         for multi_index in self.multi_indices:
-            axes = np.meshgrid(*(_new_nodes(step) for step in multi_index), indexing="ij")
-            blocks.append(np.stack(axes, axis=-1).reshape(-1, self.dim))
+            # row-major, the last dimension fastest (numpy's meshgrid stops at 32 dimensions)
+            axes = [_new_nodes(step) for step in multi_index]
+            blocks.append(np.array(list(itertools.product(*axes)), dtype=float))
         self.points = np.concatenate(blocks)
         totals = self.multi_indices.sum(axis=1)
         self._level_multi_index_starts = np.searchsorted(totals, np.arange(self.level + 2))

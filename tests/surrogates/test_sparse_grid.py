@@ -101,6 +101,15 @@ def test_count_points_is_cheap_for_huge_grids():
     assert SparseGrid.count_points(40, 8) > 10**9
 
 
+def test_grids_beyond_numpys_32_dimensions():
+    grid = SparseGrid(40, 1)
+    assert grid.n_points == 81 == SparseGrid.count_points(40, 1)
+    points = np.random.default_rng(13).random((20, 40))
+    _, interpolant = fitted(lambda x: 1.0 + x @ np.arange(40.0), 40, 1)
+    np.testing.assert_allclose(interpolant.value(points), 1.0 + points @ np.arange(40.0))
+    np.testing.assert_allclose(interpolant.gradient(points[0]), np.arange(40.0), atol=1e-10)
+
+
 def test_level_one_adds_face_centres():
     points = SparseGrid(2, 1).points
     expected = {(0.5, 0.5), (0.0, 0.5), (1.0, 0.5), (0.5, 0.0), (0.5, 1.0)}
