@@ -198,6 +198,8 @@ class BoxSurrogate:
     """
 
     grid = ""
+    level: int | None = None
+    cells_per_dimension: int | None = None
 
     def __init__(
         self,
@@ -241,8 +243,8 @@ class BoxSurrogate:
         self.exact_potential = self.exact_potential_and_gradient = None  # small, picklable
         self.report = GridReport(
             grid=self.grid,
-            level=getattr(self, "level", None),
-            cells_per_dimension=getattr(self, "cells_per_dimension", None),
+            level=self.level,
+            cells_per_dimension=self.cells_per_dimension,
             n_points=n_points,
             n_laplace_evaluations=laplace_evaluations,
             seconds=time.perf_counter() - start,
