@@ -302,6 +302,25 @@ def plot(table: dict, reference: dict, keys: list, widths: list, by_width: bool,
     plt.close(figure)
 
 
+def _acceptance_table(table: dict, label: str, rows: list, widths: list) -> list[str]:
+    """Markdown rows of acceptance per surrogate and ``label`` value, one column per width."""
+    lines = [
+        f"| surrogate | {label} | " + " | ".join(f"s = {s}" for s in widths) + " | default |",
+        "|---|---|" + "---|" * (len(widths) + 1),
+    ]
+    for name in VARIANTS:
+        for row in rows:
+            cells = [f"{table[name, row, s]['acceptance']:.2f}" for s in widths]
+            auto = table.get((AUTO, row, None))
+            default = (
+                f"{auto['acceptance']:.2f} (s = {auto['n_hidden']:.0f})"
+                if auto and name != VARIANTS_PAPER
+                else ""
+            )
+            lines.append(f"| {name} | {row} | " + " | ".join(cells) + f" | {default} |")
+    return lines
+
+
 def markdown(meta: dict, table4: dict, table5: dict, workloads: dict) -> str:
     widths, dims = meta["widths"], meta["dims"]
     sizes, training_dim = meta["training_sizes"], meta["training_dim"]
@@ -326,35 +345,13 @@ def markdown(meta: dict, table4: dict, table5: dict, workloads: dict) -> str:
         f"Figure 4: acceptance against hidden units s, {meta['train_points']} training points.",
         "",
     ]
-    header = "| surrogate | d | " + " | ".join(f"s = {s}" for s in widths) + " | default |"
-    lines += [header, "|---|---|" + "---|" * (len(widths) + 1)]
-    for name in VARIANTS:
-        for dim in dims:
-            cells = [f"{table4[name, dim, s]['acceptance']:.2f}" for s in widths]
-            auto = table4.get((AUTO, dim, None))
-            default = (
-                f"{auto['acceptance']:.2f} (s = {auto['n_hidden']:.0f})"
-                if auto and name != VARIANTS_PAPER
-                else ""
-            )
-            lines.append(f"| {name} | {dim} | " + " | ".join(cells) + f" | {default} |")
+    lines += _acceptance_table(table4, "d", dims, widths)
     lines += [
         "",
         f"Figure 5: acceptance against training points N, d = {training_dim}.",
         "",
-        "| surrogate | N | " + " | ".join(f"s = {s}" for s in widths) + " | default |",
-        "|---|---|" + "---|" * (len(widths) + 1),
     ]
-    for name in VARIANTS:
-        for n_train in sizes:
-            cells = [f"{table5[name, n_train, s]['acceptance']:.2f}" for s in widths]
-            auto = table5.get((AUTO, n_train, None))
-            default = (
-                f"{auto['acceptance']:.2f} (s = {auto['n_hidden']:.0f})"
-                if auto and name != VARIANTS_PAPER
-                else ""
-            )
-            lines.append(f"| {name} | {n_train} | " + " | ".join(cells) + f" | {default} |")
+    lines += _acceptance_table(table5, "N", sizes, widths)
     lines += [
         "",
         "Held-out gradient error (relative RMS, whitened) of the Figure 4 fits at the widest s: "
