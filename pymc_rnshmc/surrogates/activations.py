@@ -3,7 +3,7 @@
 Only the first derivative enters the surrogate's gradient (the force of the surrogate dynamics);
 the value enters the surrogate potential, which is used for diagnostics and value rows of the fit.
 All functions are numpy ufunc compositions, so they work on scalars and arrays of any shape and
-stay finite for large arguments (``logaddexp`` and ``tanh`` never overflow).
+stay finite for large arguments (``logaddexp``, ``expit`` and ``tanh`` never overflow).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 
 __all__ = ["ACTIVATIONS", "Activation", "get_activation"]
 
@@ -27,7 +28,8 @@ class Activation:
     value : callable
         ``a(x)``, applied elementwise.
     derivative : callable
-        ``a'(x)``, applied elementwise.
+        ``a'(x)``, applied elementwise; takes ``out=`` (which may be ``x`` itself) to write in
+        place, as the leapfrog's force evaluation does.
     """
 
     name: str
@@ -39,23 +41,24 @@ def _softplus(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, x)
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # Same as scipy.special.expit, stable for any x, and about twice as fast on 2000 units.
-    return 0.5 + 0.5 * np.tanh(0.5 * x)
+def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return expit(x, out=out)
 
 
-def _tanh_derivative(x: np.ndarray) -> np.ndarray:
-    t = np.tanh(x)
-    return 1.0 - t * t
+def _tanh_derivative(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    t = np.tanh(x, out=out)
+    np.square(t, out=t)
+    return np.subtract(1.0, t, out=t)
 
 
-def _logistic_derivative(x: np.ndarray) -> np.ndarray:
-    s = _sigmoid(x)
-    return s * (1.0 - s)
+def _logistic_derivative(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    s = expit(x, out=out)
+    return np.subtract(s, s * s, out=s)
 
 
-def _negative_sine(x: np.ndarray) -> np.ndarray:
-    return -np.sin(x)
+def _negative_sine(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    s = np.sin(x, out=out)
+    return np.negative(s, out=s)
 
 
 ACTIVATIONS: dict[str, Activation] = {

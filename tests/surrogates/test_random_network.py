@@ -57,10 +57,14 @@ def test_fits_a_banana_from_values_and_gradients(banana_training, options, toler
     assert np.std(centred) < 0.1 * np.std(test_values)
 
 
-def test_gradient_is_the_derivative_of_the_potential(banana_training):
+@pytest.mark.parametrize("weight_scale", [1.0, 0.1])
+def test_gradient_is_the_derivative_of_the_potential(banana_training, weight_scale):
     points, values, gradients = banana_training
-    surrogate = RandomNetworkSurrogate(n_hidden=100).fit(points, values, gradients, rng=3)
-    eps = 1e-6
+    surrogate = RandomNetworkSurrogate(n_hidden=100, weight_scale=weight_scale).fit(
+        points, values, gradients, rng=3
+    )
+    # Small weights give output weights of ~1e4 whose sum rounds at ~1e-11: a wider difference.
+    eps = 1e-4
     for point in points[:5]:
         numeric = [
             (surrogate.potential(point + eps * e) - surrogate.potential(point - eps * e))
@@ -143,3 +147,30 @@ def test_too_few_points_raise_a_clear_error():
 def test_invalid_settings_are_rejected(options, match):
     with pytest.raises(ValueError, match=match):
         RandomNetworkSurrogate(**options)
+
+
+def smooth_cubic_training(n_points: int = 400, dim: int = 6, seed: int = 0):
+    """A smooth non-Gaussian potential (quadratic plus cubic terms), like a PDE misfit."""
+    rng = np.random.default_rng(seed)
+    points = rng.normal(size=(n_points, dim))
+    a, b = rng.normal(size=(2, dim)) / np.sqrt(dim)
+    t, u = points @ a, points @ b
+    values = 0.5 * np.sum(points**2, axis=1) + 0.3 * t**3 + 0.2 * t * u**2
+    gradients = points + np.outer(0.9 * t**2 + 0.2 * u**2, a) + np.outer(0.4 * t * u, b)
+    return points, values, gradients
+
+
+def test_default_weight_scale_is_chosen_on_held_out_points():
+    points, values, gradients = smooth_cubic_training()
+    chosen = RandomNetworkSurrogate().fit(points, values, gradients, rng=1)
+    unit = RandomNetworkSurrogate(weight_scale=1.0).fit(points, values, gradients, rng=1)
+    assert chosen.report.weight_scale < 1.0
+    assert chosen.report.gradient_error < 0.5 * unit.report.gradient_error
+    assert unit.report.weight_scale == 1.0
+
+
+def test_weight_scale_search_stops_once_the_error_is_negligible():
+    rng = np.random.default_rng(2)
+    points = rng.normal(size=(300, 4))
+    surrogate = RandomNetworkSurrogate().fit(points, 0.5 * np.sum(points**2, axis=1), points)
+    assert surrogate.report.weight_scale == 1.0  # the quadratic base is exact: no search
