@@ -62,7 +62,7 @@ from pymc_rnshmc.workloads import logistic_regression
 
 FIGURES = Path(__file__).parents[1] / "docs" / "figures"
 VARIANTS = {
-    "values only (paper)": lambda s: ValuesOnly(n_hidden=s, quadratic=False),
+    "values only (paper)": lambda s: ValuesOnly(n_hidden=s, quadratic=False, weight_scale=1.0),
     "quadratic + network, values and gradients (default)": lambda s: RandomNetworkSurrogate(
         n_hidden=s
     ),

@@ -59,7 +59,7 @@ def main() -> None:
         if args.surrogate == "paper":
             options = {
                 "surrogate": RandomNetworkSurrogate(
-                    n_hidden=1000, quadratic=False, gradient_weight=0.0
+                    n_hidden=1000, quadratic=False, gradient_weight=0.0, weight_scale=1.0
                 ),
                 "tuning_gradients": False,
             }

@@ -31,16 +31,25 @@ RESULTS = Path(__file__).parent / "results"
 
 
 class ValuesOnly(RandomNetworkSurrogate):
-    """The paper's fit: exact potentials only, the gradients it was given are ignored."""
+    """The paper's fit: exact potentials only, the gradients it was given are ignored.
+
+    Its hidden weights keep the unit scale (pass ``weight_scale``), as the paper's do.
+    """
 
     def fit(self, positions, potentials, gradients=None, rng=None):
         return super().fit(positions, potentials, None, rng=rng)
 
 
 VARIANTS = {
-    "values only, s=2000 (paper)": lambda: ValuesOnly(n_hidden=2000, quadratic=False),
-    "values+gradients, s=500": lambda: RandomNetworkSurrogate(n_hidden=500, quadratic=False),
-    "values+gradients, s=2000": lambda: RandomNetworkSurrogate(n_hidden=2000, quadratic=False),
+    "values only, s=2000 (paper)": lambda: ValuesOnly(
+        n_hidden=2000, quadratic=False, weight_scale=1.0
+    ),
+    "values+gradients, s=500": lambda: RandomNetworkSurrogate(
+        n_hidden=500, quadratic=False, weight_scale=1.0
+    ),
+    "values+gradients, s=2000": lambda: RandomNetworkSurrogate(
+        n_hidden=2000, quadratic=False, weight_scale=1.0
+    ),
     "quadratic + network, s=500": lambda: RandomNetworkSurrogate(n_hidden=500),
     "quadratic + network, s=2000": lambda: RandomNetworkSurrogate(n_hidden=2000),
     "quadratic + network, s chosen on held-out (default)": lambda: RandomNetworkSurrogate(),

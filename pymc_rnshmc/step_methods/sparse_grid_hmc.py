@@ -148,9 +148,9 @@ class SparseGridHMC(RNSHMC):
         ``2 max |U - U~|`` on the Kullback-Leibler divergence, estimated on the grid.
     **kwargs
         As for :class:`RNSHMC` (``exploration_steps``, ``path_length``, ``target_accept``,
-        ``surrogate_target_accept``, NUTS options). With ``grid="full"`` the step size is
-        adapted on the exact acceptance, towards ``surrogate_target_accept`` (0.8 by default
-        there).
+        ``surrogate_target_accept``, NUTS options); ``surrogate_target_accept`` defaults to 0.9.
+        With ``grid="full"`` the step size is adapted on the exact acceptance, towards
+        ``surrogate_target_accept`` (0.8 by default there).
 
     Notes
     -----
@@ -208,8 +208,7 @@ class SparseGridHMC(RNSHMC):
         self.refine = bool(refine)
         self.max_points = max_points
         self.exact_acceptance = bool(exact_acceptance)
-        if grid == "full":
-            kwargs.setdefault("surrogate_target_accept", 0.8)
+        kwargs.setdefault("surrogate_target_accept", 0.8 if grid == "full" else 0.9)
         super().__init__(vars, **kwargs)
         dim = self._exact_logp.size
         if grid == "sparse":

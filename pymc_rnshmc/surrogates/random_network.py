@@ -4,7 +4,9 @@
 fitted to exact gradients (:mod:`~pymc_rnshmc.surrogates.quadratic`), ``phi`` a random hidden
 layer (:mod:`~pymc_rnshmc.surrogates.hidden_layers`) and ``v`` output weights from regularized
 least squares on the residual values *and* gradients (paper section 3, Algorithm 2, extended
-with gradient rows). The penalty is chosen on interleaved held-out blocks of the training points.
+with gradient rows). The width, the penalty and the scale of the random weights are chosen on
+interleaved held-out blocks of the training points
+(:mod:`~pymc_rnshmc.surrogates.held_out_selection`).
 
 Only the gradient of the surrogate drives the dynamics; the exact Metropolis test never sees the
 surrogate, so a poor fit costs acceptance, never correctness.
@@ -19,8 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_rnshmc.surrogates.activations import get_activation
+from pymc_rnshmc.surrogates.held_out_selection import (
+    NEGLIGIBLE_ERROR,
+    choose_on_held_out,
+    validation_mask,
+)
 from pymc_rnshmc.surrogates.hidden_layers import AdditiveLayer, RadialLayer, make_hidden_layer
-from pymc_rnshmc.surrogates.least_squares import penalty_grid, ridge_path, ridge_solve
+from pymc_rnshmc.surrogates.least_squares import ridge_solve
 from pymc_rnshmc.surrogates.online_network import OnlineNetworkLearner
 from pymc_rnshmc.surrogates.quadratic import QuadraticPotential
 from pymc_rnshmc.surrogates.whitening import Whitening
@@ -30,8 +37,6 @@ __all__ = ["FitReport", "RandomNetworkSurrogate", "SurrogateFitError"]
 
 MAX_DEFAULT_HIDDEN = 2000
 MIN_DEFAULT_HIDDEN = 50
-NEGLIGIBLE_ERROR = 1e-4
-"""A held-out mean squared error below this fraction of the spread (1 % relative) is negligible."""
 WEIGHT_SCALES = (1.0, 0.3, 0.1)
 """Scales of the additive layer's random weights tried, in this order, when none is given.
 
@@ -85,20 +90,6 @@ def default_n_hidden(n_points: int, dim: int, with_gradients: bool) -> int:
     """
     rows = n_points * (dim + 1) if with_gradients else n_points
     return int(np.clip(rows // 4, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
-
-
-def _validation_mask(n_points: int, fraction: float) -> np.ndarray:
-    """Hold out every ``round(1 / fraction)``-th block of consecutive points.
-
-    Blocks keep autocorrelated chain states on one side of the split.
-    """
-    mask = np.zeros(n_points, dtype=bool)
-    if fraction <= 0 or n_points < 10:
-        return mask
-    period = max(2, round(1.0 / fraction))
-    block = max(1, n_points // (10 * period))
-    mask[(np.arange(n_points) // block) % period == period - 1] = True
-    return mask
 
 
 class RandomNetworkSurrogate:
@@ -251,7 +242,7 @@ class RandomNetworkSurrogate:
         n_hidden = self.n_hidden or min(
             default_n_hidden(n_points, dim, gradients is not None), self.max_hidden
         )
-        held_out = _validation_mask(n_points, self.validation_fraction)
+        held_out = validation_mask(n_points, self.validation_fraction)
         gradient_error = potential_error = np.nan
         scales = self._candidate_scales()
         if held_out.any() and (self.penalty is None or self.n_hidden is None or len(scales) > 1):
@@ -266,20 +257,20 @@ class RandomNetworkSurrogate:
                     self.hidden_units, rng, n_hidden, whitened, self.activation, weight_scale
                 )
                 features = layer.features(whitened)
-                lowest, selection = self._select_width(
+                choice = self._select_width(
                     layer, whitened, features, residual_values, residual_gradients, held_out, spread
                 )
-                if best is None or lowest < best[0]:
-                    best = (lowest, weight_scale, layer, features, selection)
-                if lowest <= NEGLIGIBLE_ERROR * spread:
+                if best is None or choice.lowest < best[0].lowest:
+                    best = (choice, weight_scale, layer, features)
+                if choice.lowest <= NEGLIGIBLE_ERROR * spread:
                     break
-            _, weight_scale, layer, features, selection = best
-            n_hidden, relative_penalty, (gradient_mse, potential_mse) = selection
+            choice, weight_scale, layer, features = best
+            n_hidden, relative_penalty = choice.width, choice.relative_penalty
             layer = layer.subset(n_hidden)
             features = features[:, :n_hidden]
-            potential_error = float(np.sqrt(potential_mse))
+            potential_error = float(np.sqrt(choice.value_mse))
             if gradients is not None:
-                gradient_error = float(np.sqrt(gradient_mse / max(spread, 1e-300)))
+                gradient_error = float(np.sqrt(choice.gradient_mse / max(spread, 1e-300)))
         else:
             weight_scale = scales[0]
             layer = make_hidden_layer(
@@ -346,20 +337,7 @@ class RandomNetworkSurrogate:
         return gram, projection
 
     def _select_width(self, layer, whitened, features, values, gradients, held_out, spread):
-        """Choose the number of hidden units and the penalty on held-out points.
-
-        The random features are nested (the first ``s`` units of the drawn layer), so one Gram
-        matrix serves every width. The narrowest width wins whose held-out error is within
-        10 % of the best, or negligible anyway (a relative error below 1 % of ``spread``, the
-        held-out spread of the exact gradients): every leapfrog step pays for each unit.
-        Returns the lowest held-out criterion over all widths and penalties, and the chosen
-        ``(width, relative penalty, (gradient error, value error))``.
-        """
-        train = ~held_out
-        train_gradients = None if gradients is None else gradients[train]
-        gram, projection = self._normal_equations(
-            layer, whitened[train], features[train], values[train], train_gradients
-        )
+        """Held-out choice of width and penalty for one drawn layer (see ``choose_on_held_out``)."""
         widest = layer.n_hidden
         if self.n_hidden is None:
             widths = sorted(
@@ -367,46 +345,21 @@ class RandomNetworkSurrogate:
             )
         else:
             widths = [widest]
-        value_targets = values[held_out] - values[held_out].mean()
-        results = []
-        for width in widths:
-            sub_gram = gram[:width, :width]
-            scale = float(np.mean(np.diag(sub_gram))) or 1.0
-            if self.penalty is None:
-                penalties = penalty_grid(sub_gram)
-            else:
-                penalties = np.array([self.penalty * scale])
-            path = ridge_path(sub_gram, projection[:width], penalties)
-            value_predictions = features[held_out][:, :width] @ path
-            value_predictions -= value_predictions.mean(axis=0)
-            value_errors = np.mean((value_predictions - value_targets[:, None]) ** 2, axis=0)
-            if gradients is None:
-                criterion = value_errors
-                gradient_errors = np.full_like(value_errors, np.nan)
-            else:
-                predicted = layer.subset(width).gradient_batch(whitened[held_out], path)
-                residual = predicted - gradients[held_out][:, :, None]
-                gradient_errors = np.mean(np.sum(residual**2, axis=1), axis=0)
-                criterion = gradient_errors + value_errors / whitened.shape[1]
-            criterion = np.where(np.isfinite(criterion), criterion, np.inf)
-            if not np.any(np.isfinite(criterion)):
-                continue
-            # The largest penalty within 1 % of the best error: the smoother fit on ties.
-            best = np.flatnonzero(criterion <= 1.01 * np.min(criterion))[-1]
-            results.append(
-                (
-                    criterion[best],
-                    width,
-                    penalties[best] / scale,
-                    (gradient_errors[best], value_errors[best]),
-                )
-            )
-        if not results:
+        choice = choose_on_held_out(
+            layer,
+            whitened,
+            features,
+            values,
+            gradients,
+            held_out,
+            spread,
+            self._normal_equations,
+            widths,
+            self.penalty,
+        )
+        if choice is None:
             raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
-        lowest = min(result[0] for result in results)
-        good_enough = max(1.1 * lowest, NEGLIGIBLE_ERROR * spread)
-        chosen = next(result for result in results if result[0] <= good_enough)
-        return lowest, chosen[1:]
+        return choice
 
     def potential(self, positions: np.ndarray) -> np.ndarray | float:
         """Surrogate potential at one point ``(d,)`` (a float) or at rows ``(n, d)``."""

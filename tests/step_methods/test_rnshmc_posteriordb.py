@@ -156,7 +156,8 @@ CASES = [
         name="eight_schools-eight_schools_noncentered",
         build_model=eight_schools_noncentered,
         tune=1000,
-        draws=1000,
+        # tau's bulk ESS per draw swings between 0.1 and 0.7 with the seed on this funnel
+        draws=1500,
         exploration_steps=None,
         seed=2023,
         step_options={"target_accept": 0.95},
