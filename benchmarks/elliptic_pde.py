@@ -3,6 +3,8 @@
     python -m benchmarks.elliptic_pde                         # both settings, 30 x 30 mesh
     python -m benchmarks.elliptic_pde --meshes 30,60          # and again on a 60 x 60 mesh
     python -m benchmarks.elliptic_pde --draws 100 --tune 200 --arnshmc-tune 200   # smoke
+    python -m benchmarks.elliptic_pde --settings d20 --samplers "PyMC NUTS,RNSHMC" \
+        --path-lengths 1.6,2.3,2.7,3.2 --output elliptic_pde_path_lengths   # bulk/tail trade-off
 
 Two settings of :mod:`pymc_rnshmc.elliptic_pde_model`: the RNS-HMC paper's (section 5.2,
 ``elliptic_pde()``: d = 20 Karhunen-Loeve weights, prior sd 0.5) with PyMC NUTS, ``RNSHMC`` and
@@ -31,6 +33,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["MKL_NUM_THREADS"] = "1"
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -83,11 +86,16 @@ def run_setting(setting: str, n_cells: int, args) -> tuple[dict, dict]:
         f" solve + adjoint {costs['solve_adjoint_seconds'] * 1e3:.3f} ms",
         flush=True,
     )
-    chosen = [name for name in spec["samplers"] if name in args.samplers.split(",")]
+    samplers = {name: spec["samplers"][name] for name in spec["samplers"]}
+    if "RNSHMC" in samplers:
+        for length in args.path_lengths:
+            samplers[f"RNSHMC, path length {length:g}"] = partial(RNSHMC, path_length=length)
+    wanted = args.samplers.split(",")
+    chosen = [name for name in samplers if name in wanted or name.startswith("RNSHMC, path")]
     results, posteriors = {}, {}
     for name in chosen:
         tune = args.arnshmc_tune if name == "ARNSHMC" else args.tune
-        idata, result = run_pymc(model, spec["samplers"][name], tune, args.draws, 1, args.seed)
+        idata, result = run_pymc(model, samplers[name], tune, args.draws, 1, args.seed)
         result.pop("timeline", None)
         posteriors[name] = idata.posterior
         result["tune"] = tune
@@ -245,7 +253,10 @@ def markdown(reports: list, meta: dict) -> str:
                 if "grid_points" in result:
                     extra = f", {result['grid_points']} grid points on {result['grid_domain']}"
                 elif result.get("surrogate_gradient_error") is not None:
-                    extra = f", held-out gradient error {result['surrogate_gradient_error']:.2%}"
+                    extra = (
+                        f", weight scale {result.get('surrogate_weight_scale')}, held-out "
+                        f"gradient error {result['surrogate_gradient_error']:.2%}"
+                    )
                 trajectory = result["trajectory"]
                 lines.append(
                     f"- {report['setting']}, {report['n_cells']} x {report['n_cells']}, {name}: "
@@ -281,6 +292,17 @@ def main() -> None:
     parser.add_argument("--arnshmc-tune", type=int, default=500)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--path-lengths",
+        type=lambda text: [float(value) for value in text.split(",")],
+        default=[],
+        help="also run RNSHMC with each of these fixed path lengths, e.g. 1.6,2.3,2.7,3.2",
+    )
+    parser.add_argument(
+        "--output",
+        default="elliptic_pde",
+        help="results name under benchmarks/results (the field figure only for the default)",
+    )
     args = parser.parse_args()
     meshes = [int(m) for m in args.meshes.split(",")] if args.meshes else [args.n_cells]
     meta = run_metadata(
@@ -296,12 +318,17 @@ def main() -> None:
             report, posteriors = run_setting(setting, n_cells, args)
             reports.append(report)
             wanted = {"PyMC NUTS", "RNSHMC"}
-            if setting == "d20" and "field" not in meta and wanted <= set(posteriors):
+            if (
+                args.output == "elliptic_pde"
+                and setting == "d20"
+                and "field" not in meta
+                and wanted <= set(posteriors)
+            ):
                 meta["field"] = plot_field(posteriors, n_cells, FIELD_FIGURE)
                 meta["field"]["n_cells"] = n_cells
                 print(f"wrote {FIELD_FIGURE}", flush=True)
     text = markdown(reports, meta)
-    write_results("elliptic_pde", meta | {"reports": reports}, text)
+    write_results(args.output, meta | {"reports": reports}, text)
     print(text)
 
 

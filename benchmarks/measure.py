@@ -151,6 +151,7 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
         result["surrogate_fit_seconds"] = None if report is None else report.seconds
         result["setup_seconds"] = step.setup_seconds
         result["surrogate_gradient_error"] = getattr(report, "gradient_error", None)
+        result["surrogate_weight_scale"] = getattr(report, "weight_scale", None)
         if hasattr(report, "max_potential_error"):  # SparseGridHMC's precomputation
             result["grid"] = report.grid
             result["grid_points"] = report.n_points

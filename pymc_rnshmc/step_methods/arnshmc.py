@@ -107,8 +107,8 @@ class ARNSHMC(RNSHMC):
         The surrogate dynamics start once a fit's held-out relative gradient error is below
         this; until then (at most until 70 % of tuning; on PyMC 5, which does not tell the step
         the tuning length, at most four postponements) exploration continues, as it does after a
-        failed first fit. A fit without held-out points (very few draws, or both ``n_hidden``
-        and ``penalty`` fixed) has no error estimate and starts at once.
+        failed first fit. A fit without held-out points (very few draws, or ``n_hidden``,
+        ``penalty`` and ``weight_scale`` all fixed) has no error estimate and starts at once.
     **kwargs
         As for :class:`RNSHMC` (``exploration_steps`` defaults to ``max(50, 1.5 d)``; with fewer
         than ``d + 2`` usable draws no surrogate is fitted and sampling stays exact).
@@ -326,6 +326,9 @@ class ARNSHMC(RNSHMC):
             # Width selection costs an eigendecomposition of the widest Gram matrix: consider
             # at most twice the width the last fit found good enough.
             surrogate.max_hidden = min(surrogate.max_hidden, 2 * current)
+        scale = getattr(getattr(self.surrogate, "report", None), "weight_scale", None)
+        if scale is not None and getattr(surrogate, "weight_scale", 0) is None:
+            surrogate.weight_scale = scale  # and keep the first fit's weight scale: no search
         try:
             with threadpool_limits(limits=1, user_api="blas"):
                 surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])

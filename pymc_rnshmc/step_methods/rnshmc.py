@@ -402,8 +402,9 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
         if report is None:
             return ""
         return (
-            f" in {report.seconds:.2g} s ({report.n_hidden} hidden units, held-out gradient "
-            f"error {report.gradient_error:.1%})"
+            f" in {report.seconds:.2g} s ({report.n_hidden} hidden units, weight scale "
+            f"{getattr(report, 'weight_scale', 1.0):g}, held-out gradient error "
+            f"{report.gradient_error:.1%})"
         )
 
     @staticmethod

@@ -27,7 +27,8 @@ class HeldOutChoice(NamedTuple):
     """A width and penalty chosen on held-out points, and how well the best fit did there.
 
     ``lowest`` is the lowest held-out criterion over every width and penalty tried (mean
-    squared gradient error plus value error over ``d``); the errors are those of the choice.
+    squared gradient error plus value error over ``d``; without gradients, the value error);
+    the errors are those of the choice (``gradient_mse`` NaN without gradients).
     """
 
     lowest: float
@@ -64,7 +65,8 @@ def choose_on_held_out(
 
     The narrowest of ``widths`` wins whose held-out error is within 10 % of the best, or
     negligible anyway (below ``NEGLIGIBLE_ERROR`` times ``spread``, the held-out spread of the
-    exact gradients): every leapfrog step pays for each unit. Among penalties, the largest
+    exact gradients, or the variance of the held-out potentials without gradients): every
+    leapfrog step pays for each unit. Among penalties, the largest
     within 1 % of the best error (the smoother fit on ties). ``penalty`` fixes the relative
     penalty instead of searching ``1e-10 .. 10``. ``normal_equations(layer, whitened,
     features, values, gradients)`` returns the Gram matrix and projection of the fit.

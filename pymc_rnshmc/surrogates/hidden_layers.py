@@ -68,6 +68,10 @@ class AdditiveLayer:
         """The layer made of the first ``n_hidden`` units."""
         return AdditiveLayer(self.weights[:n_hidden], self.biases[:n_hidden], self.activation)
 
+    def scaled(self, factor: float) -> AdditiveLayer:
+        """The same units with their weights (not their biases) multiplied by ``factor``."""
+        return AdditiveLayer(factor * self.weights, self.biases, self.activation)
+
     def _preactivation(self, whitened: np.ndarray) -> np.ndarray:
         return whitened @ self.weights.T + self.biases
 

@@ -114,11 +114,13 @@ class RandomNetworkSurrogate:
     gradient_weight : float
         Weight of gradient rows relative to value rows (in whitened coordinates).
     validation_fraction : float
-        Fraction of training points held out to choose the penalty.
+        Fraction of training points held out to choose the width, the penalty and the scale.
     weight_scale : float, optional
         Scale of the random hidden weights (additive) or widths (radial) in whitened units.
         Default: for additive nodes, the scale among 1, 0.3 and 0.1 with the lowest held-out
-        error (the search stops early once the error is negligible); 1 for radial nodes.
+        error (the same random directions at every scale; the search stops early once the
+        error is negligible); 1 for radial nodes, and when no points are held out (fewer
+        than 10, or ``validation_fraction=0``).
     max_hidden : int
         Largest number of hidden units the automatic width choice considers.
 
@@ -166,7 +168,6 @@ class RandomNetworkSurrogate:
         self.gradient_weight = float(gradient_weight)
         self.validation_fraction = float(validation_fraction)
         self.weight_scale = None if weight_scale is None else float(weight_scale)
-        self.chosen_weight_scale = np.nan
         self.whitening: Whitening | None = None
         self.quadratic_part: QuadraticPotential | None = None
         self.layer: AdditiveLayer | RadialLayer | None = None
@@ -251,19 +252,32 @@ class RandomNetworkSurrogate:
                 spread = np.mean(np.sum((exact - exact.mean(axis=0)) ** 2, axis=1))
             else:
                 spread = float(np.var(potentials[held_out]))
+            drawn = make_hidden_layer(
+                self.hidden_units, rng, n_hidden, whitened, self.activation, scales[0]
+            )
             best = None
             for weight_scale in scales:
-                layer = make_hidden_layer(
-                    self.hidden_units, rng, n_hidden, whitened, self.activation, weight_scale
-                )
+                # The same random directions and biases at every scale: only the scale differs.
+                layer = drawn if weight_scale == scales[0] else drawn.scaled(weight_scale)
                 features = layer.features(whitened)
-                choice = self._select_width(
-                    layer, whitened, features, residual_values, residual_gradients, held_out, spread
-                )
+                try:
+                    choice = self._select_width(
+                        layer,
+                        whitened,
+                        features,
+                        residual_values,
+                        residual_gradients,
+                        held_out,
+                        spread,
+                    )
+                except (SurrogateFitError, np.linalg.LinAlgError):
+                    continue  # another scale may still fit
                 if best is None or choice.lowest < best[0].lowest:
                     best = (choice, weight_scale, layer, features)
                 if choice.lowest <= NEGLIGIBLE_ERROR * spread:
                     break
+            if best is None:
+                raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
             choice, weight_scale, layer, features = best
             n_hidden, relative_penalty = choice.width, choice.relative_penalty
             layer = layer.subset(n_hidden)
@@ -292,7 +306,6 @@ class RandomNetworkSurrogate:
         self.layer = layer
         self.coefficients = coefficients
         self.ridge_penalty = relative_penalty * scale
-        self.chosen_weight_scale = weight_scale
         self.offset = 0.0
         self.offset = float(np.mean(potentials - self.potential(positions)))
         self._fold_whitening()

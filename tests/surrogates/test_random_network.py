@@ -174,3 +174,29 @@ def test_weight_scale_search_stops_once_the_error_is_negligible():
     points = rng.normal(size=(300, 4))
     surrogate = RandomNetworkSurrogate().fit(points, 0.5 * np.sum(points**2, axis=1), points)
     assert surrogate.report.weight_scale == 1.0  # the quadratic base is exact: no search
+
+
+def test_scale_search_reuses_the_drawn_directions(monkeypatch):
+    from pymc_rnshmc.surrogates.hidden_layers import AdditiveLayer
+
+    scaled = []
+    original = AdditiveLayer.scaled
+
+    def recording(self, factor):
+        scaled.append(factor)
+        return original(self, factor)
+
+    monkeypatch.setattr(AdditiveLayer, "scaled", recording)
+    rng = np.random.default_rng(2)
+    points = rng.normal(size=(300, 4))
+    RandomNetworkSurrogate().fit(points, 0.5 * np.sum(points**2, axis=1), points, rng=1)
+    assert scaled == []  # negligible error at the unit scale: no other scale tried
+    points, values, gradients = smooth_cubic_training()
+    chosen = RandomNetworkSurrogate().fit(points, values, gradients, rng=1)
+    assert scaled and scaled[0] == 0.3
+    unit = RandomNetworkSurrogate(weight_scale=1.0).fit(points, values, gradients, rng=1)
+    # the unit-scale layer drawn by the search is the one a fixed unit scale draws
+    width = min(unit.layer.n_hidden, chosen.layer.n_hidden)
+    np.testing.assert_array_equal(unit.layer.biases[:width], chosen.layer.biases[:width])
+    scale = chosen.report.weight_scale
+    np.testing.assert_allclose(chosen.layer.weights[:width], scale * unit.layer.weights[:width])
