@@ -44,8 +44,8 @@ import numpy as np
 import pymc as pm
 
 from benchmarks.measure import (
+    compare_with_nuts,
     evaluation_costs,
-    mean_agreement,
     run_metadata,
     run_pymc,
     write_results,
@@ -101,8 +101,6 @@ def run_setting(setting: str, n_cells: int, args) -> tuple[dict, dict]:
         result["tune"] = tune
         result["seconds_per_draw"] = result["sampling_seconds"] / args.draws
         result["draw_cost_in_solves"] = result["seconds_per_draw"] / costs["solve_seconds"]
-        result["ess_per_second"] = result["min_bulk_ess"] / result["sampling_seconds"]
-        result["ess_per_second_whole_call"] = result["min_bulk_ess"] / result["wall_seconds"]
         results[name] = result
         print(
             f"{name}: min bulk ESS {result['min_bulk_ess']:.0f}, accept {result['accept']:.2f}, "
@@ -112,17 +110,7 @@ def run_setting(setting: str, n_cells: int, args) -> tuple[dict, dict]:
             flush=True,
         )
     if "PyMC NUTS" in results:
-        nuts = results["PyMC NUTS"]
-        for name, result in results.items():
-            if name == "PyMC NUTS":
-                continue
-            result["speedup_draws"] = result["ess_per_second"] / nuts["ess_per_second"]
-            result["speedup_whole_call"] = (
-                result["ess_per_second_whole_call"] / nuts["ess_per_second_whole_call"]
-            )
-            result["max_mean_difference_mcse"] = mean_agreement(
-                posteriors["PyMC NUTS"], posteriors[name]
-            )
+        compare_with_nuts(results, posteriors)
     report = {
         "setting": setting,
         "label": spec["label"],

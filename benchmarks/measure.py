@@ -75,6 +75,22 @@ def mean_agreement(reference, other) -> float:
     return float(np.max(np.abs(mean_a - mean_b) / mcse))
 
 
+def compare_with_nuts(results: dict, posteriors: dict, reference: str = "PyMC NUTS") -> None:
+    """Add each sampler's min bulk ESS/s speed-ups over ``reference`` and its mean agreement.
+
+    ``results`` and ``posteriors`` are keyed by sampler name, ``results`` from :func:`run_pymc`.
+    """
+    base = results[reference]
+    for name, result in results.items():
+        if name == reference:
+            continue
+        result["speedup_draws"] = result["ess_per_second"] / base["ess_per_second"]
+        result["speedup_whole_call"] = (
+            result["ess_per_second_whole_call"] / base["ess_per_second_whole_call"]
+        )
+        result["max_mean_difference_mcse"] = mean_agreement(posteriors[reference], posteriors[name])
+
+
 def evaluation_costs(model, repeats: int = 200) -> dict:
     """Median seconds of one logp-only and one logp-and-gradient call, in the sampler's space."""
     value_vars = model.continuous_value_vars
@@ -141,6 +157,8 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
     else:
         result["gradients_per_draw"] = result["logps_per_draw"] = result["mean_n_steps"] + 1.0
     result.update(ess_summary(idata.posterior))
+    result["ess_per_second"] = result["min_bulk_ess"] / result["sampling_seconds"]
+    result["ess_per_second_whole_call"] = result["min_bulk_ess"] / result["wall_seconds"]
     if "estimator_points" in stats:
         result["surrogate_refreshes_after_tuning"] = int(
             stats["surrogate_refreshes"].values[0, -1] - warmup["surrogate_refreshes"].values[0, -1]

@@ -27,8 +27,8 @@ import functools
 import pymc as pm
 
 from benchmarks.measure import (
+    compare_with_nuts,
     evaluation_costs,
-    mean_agreement,
     run_metadata,
     run_pymc,
     write_results,
@@ -62,8 +62,6 @@ def run_workload(name: str, args) -> dict:
         result.pop("timeline", None)
         posteriors[sampler] = idata.posterior
         result["seconds_per_draw"] = result["sampling_seconds"] / args.draws
-        result["ess_per_second"] = result["min_bulk_ess"] / result["sampling_seconds"]
-        result["ess_per_second_whole_call"] = result["min_bulk_ess"] / result["wall_seconds"]
         if "steps_outside_domain" in idata.sample_stats:
             stats = idata.sample_stats
             result["steps_outside_per_draw"] = float(stats["steps_outside_domain"].mean())
@@ -73,17 +71,7 @@ def run_workload(name: str, args) -> dict:
             f" {result['ess_per_second']:.1f} ESS/s of draws, wall {result['wall_seconds']:.1f} s",
             flush=True,
         )
-    nuts = results["PyMC NUTS"]
-    for sampler, grid in results.items():
-        if sampler == "PyMC NUTS":
-            continue
-        grid["speedup_draws"] = grid["ess_per_second"] / nuts["ess_per_second"]
-        grid["speedup_whole_call"] = (
-            grid["ess_per_second_whole_call"] / nuts["ess_per_second_whole_call"]
-        )
-        grid["max_mean_difference_mcse"] = mean_agreement(
-            posteriors["PyMC NUTS"], posteriors[sampler]
-        )
+    compare_with_nuts(results, posteriors)
     return {"workload": name, "paper_speedup": paper_speedup, "costs": costs, "results": results}
 
 

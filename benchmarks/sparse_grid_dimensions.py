@@ -27,8 +27,8 @@ from pathlib import Path
 import pymc as pm
 
 from benchmarks.measure import (
+    compare_with_nuts,
     evaluation_costs,
-    mean_agreement,
     run_metadata,
     run_pymc,
     write_results,
@@ -52,8 +52,6 @@ def run_dimension(dim: int, args) -> dict:
     for sampler, factory in SAMPLERS.items():
         idata, result = run_pymc(model, factory, args.tune, args.draws, 1, args.seed)
         result.pop("timeline", None)
-        result["ess_per_second"] = result["min_bulk_ess"] / result["sampling_seconds"]
-        result["ess_per_second_whole_call"] = result["min_bulk_ess"] / result["wall_seconds"]
         posteriors[sampler] = idata.posterior
         results[sampler] = result
         print(
@@ -62,16 +60,7 @@ def run_dimension(dim: int, args) -> dict:
             f", grid {result.get('grid_points', '-')} points (level {result.get('grid_level')})",
             flush=True,
         )
-    nuts = results["PyMC NUTS"]
-    for sampler, result in results.items():
-        if sampler != "PyMC NUTS":
-            result["speedup_draws"] = result["ess_per_second"] / nuts["ess_per_second"]
-            result["speedup_whole_call"] = (
-                result["ess_per_second_whole_call"] / nuts["ess_per_second_whole_call"]
-            )
-            result["max_mean_difference_mcse"] = mean_agreement(
-                posteriors["PyMC NUTS"], posteriors[sampler]
-            )
+    compare_with_nuts(results, posteriors)
     return {"dim": dim, "costs": costs, "results": results}
 
 
