@@ -138,12 +138,6 @@ def test_leaving_and_reentering_a_small_box_keeps_the_posterior_exact():
     assert_correlated_normal(idata, "half-mass box", correlation=False)
 
 
-def test_parallel_chains_reproduce_sequential_ones():
-    sequential, _ = run(independent_normal(), tune=200, draws=100, seed=9)
-    parallel, _ = run(independent_normal(), tune=200, draws=100, seed=9, cores=2)
-    np.testing.assert_array_equal(posterior_draws(parallel, "x"), posterior_draws(sequential, "x"))
-
-
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [

@@ -1,0 +1,53 @@
+"""The samplers every step-method protocol test runs over, with settings that reach each phase.
+
+Each entry builds a step for a short run (``TUNE`` tuning draws, ``DRAWS`` kept) whose exact
+exploration ends after ``exploration`` draws, so tests can tell the phases apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC
+from pymc_rnshmc.step_methods.arnshmc import ADAPTIVE_SURROGATE_HMC_STATS
+from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
+from pymc_rnshmc.step_methods.sparse_grid_hmc import SPARSE_GRID_HMC_STATS
+
+TUNE, DRAWS = 300, 200
+
+
+@dataclass(frozen=True)
+class SamplerCase:
+    """A sampler class with the options of the protocol tests and what it promises."""
+
+    step_class: type
+    exploration: int
+    stats: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+    gradient_free_draws: bool = True
+    """After tuning, no draw spends an exact gradient (a grid's box may be left: not so)."""
+
+    def make(self, **overrides):
+        options = {"exploration_steps": self.exploration, **self.options, **overrides}
+        return self.step_class(**options)
+
+    @property
+    def id(self) -> str:
+        return self.step_class.__name__
+
+
+SAMPLERS = [
+    SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS),
+    SamplerCase(ARNSHMC, exploration=60, stats=ADAPTIVE_SURROGATE_HMC_STATS),
+    SamplerCase(
+        SparseGridHMC, exploration=100, stats=SPARSE_GRID_HMC_STATS, gradient_free_draws=False
+    ),
+]
+
+
+@pytest.fixture(params=SAMPLERS, ids=[case.id for case in SAMPLERS], scope="module")
+def sampler(request) -> SamplerCase:
+    return request.param

@@ -1,0 +1,187 @@
+"""Every sampler follows PyMC's step-method protocol: stats, state, seeds, processes, pickling."""
+
+import pickle
+
+import cloudpickle
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.step_methods.compound import Competence
+
+from tests.checks import posterior_draws, sample_stat
+from tests.models import independent_normal
+from tests.step_methods.conftest import DRAWS, TUNE
+from tests.step_methods.helpers import start_chain
+
+
+def sample(model, case, **kwargs):
+    options = {
+        "tune": TUNE,
+        "draws": DRAWS,
+        "chains": 2,
+        "cores": 1,
+        "random_seed": 11,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+    }
+    options.update(kwargs)
+    with model:
+        return pm.sample(step=case.make(), **options)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return independent_normal()
+
+
+@pytest.fixture(scope="module")
+def sequential_run(model, sampler):
+    return sample(model, sampler, discard_tuned_samples=False)
+
+
+def test_returns_what_pm_sample_returns_with_declared_stats(sequential_run, sampler):
+    idata = sequential_run
+    assert {"posterior", "sample_stats", "warmup_posterior", "warmup_sample_stats"} <= set(
+        idata.groups() if callable(getattr(idata, "groups", None)) else idata.children
+    )
+    stats = idata.sample_stats
+    declared = sampler.stats
+    expected = {"lp" if k == "model_logp" else k for k in declared} - {"warning"}
+    assert expected <= set(stats.data_vars)
+    for name in expected:
+        dtype = declared["model_logp" if name == "lp" else name][0]
+        assert np.dtype(stats[name].dtype) == np.dtype(dtype), name
+    assert posterior_draws(idata, "x").shape == (2, DRAWS, 3)
+
+
+def test_draws_after_tuning_cost_one_logp(sequential_run, sampler):
+    idata = sequential_run
+    assert sample_stat(idata, "used_surrogate").all()
+    assert (sample_stat(idata, "tree_depth") == 0).all()
+    gradients = sample_stat(idata, "n_gradient_evals")
+    logps = sample_stat(idata, "n_logp_evals")
+    if sampler.gradient_free_draws:
+        assert (gradients == 0).all()
+        assert (logps == 1).all()
+    else:  # exact gradients only where trajectories leave the box, each counted
+        outside = sample_stat(idata, "steps_outside_domain")
+        np.testing.assert_array_equal(gradients, outside)
+        np.testing.assert_array_equal(logps, 1 + outside)
+    accept = sample_stat(idata, "accept")
+    assert 0.5 < accept.mean() <= 1.0
+    assert np.isfinite(sample_stat(idata, "surrogate_error")).all()
+
+
+def test_each_sequential_chain_explores_and_fits_its_own_surrogate(sequential_run, sampler):
+    warmup = sequential_run.warmup_sample_stats
+    used = np.asarray(warmup["used_surrogate"].values)
+    gradients = np.asarray(warmup["n_gradient_evals"].values)
+    explored = sampler.exploration
+    for chain in range(2):
+        assert not used[chain, :explored].any(), "a chain started from another's surrogate"
+        assert (gradients[chain, :explored] > 0).all()
+        assert used[chain, explored:].all()
+
+
+def test_same_seed_same_draws_sequential_and_parallel(model, sampler, sequential_run):
+    reference = posterior_draws(sequential_run, "x")
+    again = posterior_draws(sample(model, sampler, discard_tuned_samples=False), "x")
+    np.testing.assert_array_equal(again, reference)
+    parallel = posterior_draws(sample(model, sampler, cores=2), "x")
+    np.testing.assert_array_equal(parallel, reference)
+    assert not np.array_equal(reference[0], reference[1])
+
+
+def test_spawned_workers_sample_the_same_chains(model, sampler, sequential_run):
+    reference = posterior_draws(sequential_run, "x")
+    spawned = posterior_draws(sample(model, sampler, cores=2, mp_ctx="spawn"), "x")
+    np.testing.assert_array_equal(spawned, reference)
+
+
+def test_other_seed_other_draws(model, sampler, sequential_run):
+    other = posterior_draws(sample(model, sampler, random_seed=12), "x")
+    assert not np.array_equal(other, posterior_draws(sequential_run, "x"))
+
+
+@pytest.mark.parametrize("phase", ["exploration", "surrogate"])
+def test_sampling_state_round_trip_reproduces_the_next_steps(model, sampler, phase):
+    with model:
+        step = sampler.make()
+    start_chain(step, seed=3, tune=TUNE, draws=DRAWS)
+    point = model.initial_point()
+    for _ in range(5 if phase == "exploration" else sampler.exploration + 5):
+        point, _ = step.step(point)
+    assert step.phase == phase
+    state = step.sampling_state
+    first = [step.step(point) for _ in range(3)]
+    step.sampling_state = state
+    second = [step.step(point) for _ in range(3)]
+    for (point_a, stats_a), (point_b, stats_b) in zip(first, second, strict=True):
+        np.testing.assert_array_equal(point_a["x"], point_b["x"])
+        for key in ("accept", "n_steps", "step_size", "model_logp"):
+            assert stats_a[0][key] == stats_b[0][key], key
+
+
+@pytest.mark.parametrize("when", ["before sampling", "in the surrogate phase"])
+def test_pickles_and_samples_after_unpickling(model, sampler, when):
+    # PyMC ships steps to spawned workers with cloudpickle (its own NUTS needs it too); the
+    # worker then drives step() directly, as here.
+    tune, draws = sampler.exploration + 40, 20
+    with model:
+        step = sampler.make()
+    start_chain(step, seed=5, tune=tune, draws=draws)
+    point, done = model.initial_point(), 0
+    if when == "in the surrogate phase":
+        done = sampler.exploration + 5
+        for _ in range(done):
+            point, _ = step.step(point)
+        assert step.phase == "surrogate"
+    clone = pickle.loads(cloudpickle.dumps(pickle.loads(cloudpickle.dumps(step))))
+    for draw in range(done, tune + draws):
+        if draw == tune:
+            clone.stop_tuning()
+        point, stats = clone.step(point)
+    assert stats[0]["used_surrogate"]
+    assert np.all(np.isfinite(point["x"]))
+
+
+def test_competence_is_compatible_but_never_preferred(model, sampler):
+    continuous = model["x"]
+    step_class = sampler.step_class
+    assert step_class.competence(continuous, True) == Competence.COMPATIBLE
+    assert step_class.competence(continuous, False) == Competence.INCOMPATIBLE
+    with pm.Model():
+        coin = pm.Bernoulli("coin", 0.5)
+    assert step_class.competence(coin, False) == Competence.INCOMPATIBLE
+
+
+def test_progress_bar_runs(model, sampler):
+    with model:
+        pm.sample(
+            step=sampler.make(exploration_steps=60),
+            tune=80,
+            draws=10,
+            chains=1,
+            progressbar=True,
+            random_seed=2,
+            compute_convergence_checks=False,
+        )
+
+
+def test_random_variables_are_accepted_as_vars_and_ordered_like_the_model(sampler):
+    with pm.Model():
+        first = pm.Normal("first", 0.0, 1.0, shape=2)
+        second = pm.Normal("second", 5.0, 0.1)
+        step = sampler.make(vars=[second, first], exploration_steps=100)
+        idata = pm.sample(
+            step=step,
+            tune=200,
+            draws=300,
+            chains=1,
+            random_seed=4,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert [v.name for v in step.vars] == ["first", "second"]
+    assert abs(posterior_draws(idata, "second").mean() - 5.0) < 0.05
+    assert abs(posterior_draws(idata, "first").mean()) < 0.4

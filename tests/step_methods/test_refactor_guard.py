@@ -1,0 +1,70 @@
+"""Refactor guard: each sampler's draws on fixed seeds, recorded once per PyMC generation.
+
+While the step layer is rebuilt, every move must leave these draws bit-identical (tuning draws
+and stats included). A change that is meant to alter them re-records them in its own commit,
+saying why:  ``python -m tests.step_methods.test_refactor_guard``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC
+from tests.models import correlated_normal
+
+PYMC_GENERATION = int(pm.__version__.split(".")[0])
+RECORD = Path(__file__).parent / "data" / f"refactor_guard_pymc{PYMC_GENERATION}.npz"
+GUARDED = {
+    "RNSHMC": (RNSHMC, {"exploration_steps": 100}),
+    "ARNSHMC": (ARNSHMC, {"exploration_steps": 50}),
+    "SparseGridHMC": (SparseGridHMC, {"exploration_steps": 60}),
+}
+STATS = ("accept", "n_steps", "step_size", "model_logp", "n_logp_evals", "n_gradient_evals")
+
+
+def guarded_draws(name: str) -> dict[str, np.ndarray]:
+    """Tuning and kept draws of two chains (150 + 50) with their main stats."""
+    step_class, options = GUARDED[name]
+    with correlated_normal():
+        idata = pm.sample(
+            step=step_class(**options),
+            tune=150,
+            draws=50,
+            chains=2,
+            cores=1,
+            random_seed=2026,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
+    record = {}
+    for group, prefix in (("warmup_", "tune_"), ("", "")):
+        posterior = getattr(idata, f"{group}posterior")
+        stats = getattr(idata, f"{group}sample_stats")
+        record[f"{name}/{prefix}x"] = np.asarray(posterior["x"].values)
+        for stat in STATS:
+            record[f"{name}/{prefix}{stat}"] = np.asarray(
+                stats["lp" if stat == "model_logp" else stat].values
+            )
+    return record
+
+
+@pytest.mark.skipif(not RECORD.exists(), reason=f"no record for PyMC {PYMC_GENERATION}")
+@pytest.mark.parametrize("name", list(GUARDED))
+def test_draws_are_bit_identical_to_the_record(name):
+    recorded = np.load(RECORD)
+    for key, values in guarded_draws(name).items():
+        np.testing.assert_array_equal(values, recorded[key], err_msg=key)
+
+
+if __name__ == "__main__":
+    RECORD.parent.mkdir(exist_ok=True)
+    everything = {}
+    for sampler_name in GUARDED:
+        everything.update(guarded_draws(sampler_name))
+    np.savez(RECORD, **everything)
+    print(f"recorded {len(everything)} arrays in {RECORD}")
