@@ -16,7 +16,7 @@ after tuning are split into a training pool and ``--n-test`` held-out start poin
 draws). Exact potentials and gradients of the pool come from the compiled model. Per setting
 the surrogate is fitted directly on (a random subset of) the pool, and from every held-out
 start one proposal is made: momentum ``p ~ N(0, M)`` with ``M`` the inverse of the pool's
-covariance, leapfrog on the surrogate gradient (:func:`pymc_rnshmc.integration.leapfrog`) for a
+covariance, leapfrog on the surrogate gradient (:func:`pymc_rnshmc.hmc.leapfrog.leapfrog`) for a
 fixed integration time ``--integration-time`` (default pi/2 in the whitened coordinates the
 mass matrix defines: a quarter period of the Gaussian approximation, the path that carries a
 proposal farthest), with the step count the smallest for which exact-gradient leapfrog has a
@@ -56,7 +56,7 @@ import pymc as pm
 from benchmarks.measure import run_metadata, run_pymc, write_results
 from benchmarks.surrogate_design import ValuesOnly
 from pymc_rnshmc import RandomNetworkSurrogate, SurrogateFitError
-from pymc_rnshmc.integration import leapfrog
+from pymc_rnshmc.hmc.leapfrog import leapfrog
 from pymc_rnshmc.step_methods.exact_logp import ExactLogp
 from pymc_rnshmc.workloads import logistic_regression
 

@@ -6,7 +6,7 @@
     python -m benchmarks.elliptic_pde --settings d20 --samplers "PyMC NUTS,RNSHMC" \
         --path-lengths 1.6,2.3,2.7,3.2 --output elliptic_pde_path_lengths   # bulk/tail trade-off
 
-Two settings of :mod:`pymc_rnshmc.elliptic_pde_model`: the RNS-HMC paper's (section 5.2,
+Two settings of :mod:`pymc_rnshmc.workloads.elliptic_pde.ops`: the RNS-HMC paper's (section 5.2,
 ``elliptic_pde()``: d = 20 Karhunen-Loeve weights, prior sd 0.5) with PyMC NUTS, ``RNSHMC`` and
 ``ARNSHMC``, and the sparse-grid HMC paper's (section 4.4, ``sparse_grid_elliptic_pde()``: d = 5,
 prior sd 1) with PyMC NUTS and ``SparseGridHMC``. One chain, seed 1, ``tune=1000, draws=1000``;
@@ -51,8 +51,12 @@ from benchmarks.measure import (
     write_results,
 )
 from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC
-from pymc_rnshmc.elliptic_pde import KarhunenLoeveExpansion, observation_points, synthetic_data
-from pymc_rnshmc.elliptic_pde_model import elliptic_pde, sparse_grid_elliptic_pde
+from pymc_rnshmc.workloads.elliptic_pde import elliptic_pde, sparse_grid_elliptic_pde
+from pymc_rnshmc.workloads.elliptic_pde.forward_model import (
+    KarhunenLoeveExpansion,
+    observation_points,
+    synthetic_data,
+)
 
 FIGURES = Path(__file__).parents[1] / "docs" / "figures"
 FIELD_FIGURE = FIGURES / "elliptic-pde-field.png"

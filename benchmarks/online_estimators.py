@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import scipy.linalg
 
-from pymc_rnshmc.surrogates.hidden_layers import AdditiveLayer
-from pymc_rnshmc.surrogates.online_least_squares import (
+from pymc_rnshmc.surrogates.network.hidden_layers import AdditiveLayer
+from pymc_rnshmc.surrogates.network.online_least_squares import (
     GrevilleLeastSquares,
     NormalEquationsRidge,
     RecursiveRidge,

@@ -28,7 +28,7 @@ import pymc as pm
 import xarray as xr
 
 from pymc_rnshmc import RNSHMC
-from pymc_rnshmc.elliptic_pde_model import elliptic_pde
+from pymc_rnshmc.workloads.elliptic_pde import elliptic_pde
 
 
 def median_seconds(function, points) -> float:

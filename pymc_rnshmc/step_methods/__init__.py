@@ -1,7 +1,8 @@
 """PyMC step methods that run Hamiltonian dynamics on a surrogate and correct exactly."""
 
+from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
-from pymc_rnshmc.step_methods.rnshmc import RNSHMC, SurrogateWarning
+from pymc_rnshmc.step_methods.rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.sparse_grid_hmc import SparseGridHMC
 
 __all__ = ["ARNSHMC", "RNSHMC", "SparseGridHMC", "SurrogateWarning"]

@@ -15,7 +15,9 @@ import numpy as np
 from pymc.step_methods.state import dataclass_state
 from threadpoolctl import threadpool_limits
 
-from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS, SurrogateWarning
+from pymc_rnshmc._checks import check_positive_number
+from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateWarning
+from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
 from pymc_rnshmc.step_methods.rnshmc import (
     DEFAULT_EXPLORATION_STEPS,
     EXPLORATION,
@@ -23,9 +25,7 @@ from pymc_rnshmc.step_methods.rnshmc import (
     SURROGATE,
     RNSHMCState,
 )
-from pymc_rnshmc.surrogates import SurrogateFitError
-from pymc_rnshmc.training import TrainingBuffer
-from pymc_rnshmc.validation import check_positive_number
+from pymc_rnshmc.surrogates.training import TrainingBuffer
 
 __all__ = ["ARNSHMC", "refresh_probability"]
 
@@ -67,7 +67,8 @@ class ARNSHMC(RNSHMC):
     dynamics with the exact Metropolis test. Every exact evaluation the sampler makes from then
     on (the end point of each trajectory, with its gradient during tuning) feeds an online
     least-squares estimator of the network's output weights
-    (:class:`~pymc_rnshmc.surrogates.online_network.OnlineNetworkLearner`, ``O(s^2)`` per point).
+    (:class:`~pymc_rnshmc.surrogates.network.online_network.OnlineNetworkLearner`, ``O(s^2)``
+    per point).
     While tuning, the whole surrogate (whitening, quadratic base, hidden layer, width) is also
     refitted in batch whenever the number of exact evaluations has doubled since the last fit.
     The output weights used for proposals are replaced by the estimator's current ones at the
@@ -333,7 +334,7 @@ class ARNSHMC(RNSHMC):
             with threadpool_limits(limits=1, user_api="blas"):
                 surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
                 learner = surrogate.online_estimator(positions, potentials, gradients)
-        except (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
+        except FIT_ERRORS as err:
             _log.debug("ARNSHMC kept its surrogate: the refit failed (%s).", err)
             return
         self._learner = learner

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ExactLogp"]
+from pymc_rnshmc.exceptions import MODEL_ERRORS
 
-MODEL_ERRORS = (ArithmeticError, ValueError, np.linalg.LinAlgError)
+__all__ = ["ExactLogp"]
 
 
 class ExactLogp:

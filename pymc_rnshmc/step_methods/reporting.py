@@ -9,14 +9,9 @@ from pymc.stats.convergence import SamplerWarning
 
 __all__ = [
     "SURROGATE_HMC_STATS",
-    "SurrogateWarning",
     "nuts_stats_to_surrogate_stats",
     "progressbar_config",
 ]
-
-
-class SurrogateWarning(UserWarning):
-    """The surrogate could not be used as configured; sampling stays exact."""
 
 
 SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {

@@ -16,24 +16,24 @@ from pymc.step_methods.step_sizes import DualAverageAdaptation
 from pymc.vartypes import continuous_types
 from threadpoolctl import threadpool_limits
 
+from pymc_rnshmc._checks import (
+    check_positive_integer,
+    check_positive_number,
+    check_probability,
+)
+from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateFitError, SurrogateWarning
 from pymc_rnshmc.step_methods.exact_logp import ExactLogp
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
-    SurrogateWarning,
     nuts_stats_to_surrogate_stats,
     progressbar_config,
     progressbar_update,
 )
 from pymc_rnshmc.step_methods.surrogate_dynamics import SurrogateDynamicsMixin
-from pymc_rnshmc.step_methods.trajectory_setup import choose_trajectory, rows
+from pymc_rnshmc.step_methods.trajectory_candidates import choose_trajectory, rows
 from pymc_rnshmc.step_methods.variables import continuous_value_vars
-from pymc_rnshmc.surrogates import PotentialSurrogate, RandomNetworkSurrogate, SurrogateFitError
-from pymc_rnshmc.training import TrainingBuffer
-from pymc_rnshmc.validation import (
-    check_positive_integer,
-    check_positive_number,
-    check_probability,
-)
+from pymc_rnshmc.surrogates import PotentialSurrogate, RandomNetworkSurrogate
+from pymc_rnshmc.surrogates.training import TrainingBuffer
 
 __all__ = ["RNSHMC", "SurrogateWarning"]
 
@@ -320,7 +320,7 @@ class RNSHMC(SurrogateDynamicsMixin, NUTS):
                     f"the fitted surrogate's gradient is not finite at {failing:.0%} of the "
                     "training points"
                 )
-        except (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
+        except FIT_ERRORS as err:
             if not end_of_tuning and self._postpone_start():
                 return
             self.phase = EXACT

@@ -3,7 +3,7 @@
 Shared by the surrogate step methods. The host class is a PyMC ``BaseHMC`` subclass that
 provides ``potential`` (the mass matrix), ``step_adapt`` (dual averaging), ``rng``, ``tune``,
 ``Emax``, ``iter_count`` and the divergence counters, plus ``surrogate``, ``path_length``,
-``max_steps``, ``_metric`` (:mod:`pymc_rnshmc.metrics`), ``_step_size_bounds``,
+``max_steps``, ``_metric`` (:mod:`pymc_rnshmc.hmc.metrics`), ``_step_size_bounds``,
 ``_exact_logp`` and ``_cache``.
 """
 
@@ -18,30 +18,11 @@ from pymc.blocking import RaveledVars
 from pymc.exceptions import SamplingError
 from pymc.stats.convergence import SamplerWarning, WarningType
 
-from pymc_rnshmc.acceptance import metropolis_accept
-from pymc_rnshmc.integration import leapfrog
-from pymc_rnshmc.step_methods.exact_logp import MODEL_ERRORS
-from pymc_rnshmc.step_methods.reporting import SurrogateWarning
+from pymc_rnshmc.exceptions import MODEL_ERRORS, SurrogateWarning
+from pymc_rnshmc.hmc.acceptance import metropolis_accept
+from pymc_rnshmc.hmc.leapfrog import jittered_n_steps, leapfrog
 
-__all__ = ["SurrogateDynamicsMixin", "jittered_n_steps"]
-
-
-def jittered_n_steps(
-    rng: np.random.Generator,
-    path_length: float,
-    step_size: float,
-    max_steps: int,
-    jitter: float = 0.2,
-) -> int:
-    """Draw the number of leapfrog steps of one trajectory.
-
-    Uniform on about +-20 % around ``path_length / step_size`` (at least two distinct values),
-    so trajectory lengths never lock into a period of the dynamics.
-    """
-    centre = path_length / step_size
-    low = max(1, round((1.0 - jitter) * centre))
-    high = max(low + 1, round((1.0 + jitter) * centre))
-    return int(min(rng.integers(low, high + 1), max_steps))
+__all__ = ["SurrogateDynamicsMixin"]
 
 
 class SurrogateDynamicsMixin:

@@ -1,10 +1,7 @@
 """Surrogates of the potential energy ``U = -logp`` (pure numpy, no PyMC import)."""
 
+from pymc_rnshmc.exceptions import SurrogateFitError
 from pymc_rnshmc.surrogates.base import PotentialSurrogate
-from pymc_rnshmc.surrogates.random_network import (
-    FitReport,
-    RandomNetworkSurrogate,
-    SurrogateFitError,
-)
+from pymc_rnshmc.surrogates.network.random_network import FitReport, RandomNetworkSurrogate
 
 __all__ = ["FitReport", "PotentialSurrogate", "RandomNetworkSurrogate", "SurrogateFitError"]

@@ -1,0 +1,1 @@
+"""The random network surrogate: hidden layers, held-out least squares, online learning."""

@@ -1,0 +1,428 @@
+"""The random network surrogate of the potential energy ``U = -logp``.
+
+``U~(q) = Q(z) + v . phi(z) + c`` with ``z`` the whitened position, ``Q`` an optional quadratic
+fitted to exact gradients (:mod:`~pymc_rnshmc.surrogates.quadratic`), ``phi`` a random hidden
+layer (:mod:`~pymc_rnshmc.surrogates.network.hidden_layers`) and ``v`` output weights from
+regularized least squares on the residual values *and* gradients (paper section 3, Algorithm 2,
+extended with gradient rows). The width, the penalty and the scale of the random weights are
+chosen on interleaved held-out blocks of the training points
+(:mod:`~pymc_rnshmc.surrogates.network.held_out_selection`).
+
+Only the gradient of the surrogate drives the dynamics; the exact Metropolis test never sees the
+surrogate, so a poor fit costs acceptance, never correctness.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_rnshmc._checks import check_positive_integer, check_positive_number
+from pymc_rnshmc.exceptions import SurrogateFitError
+from pymc_rnshmc.surrogates.network.activations import get_activation
+from pymc_rnshmc.surrogates.network.held_out_selection import (
+    NEGLIGIBLE_ERROR,
+    choose_on_held_out,
+    validation_mask,
+)
+from pymc_rnshmc.surrogates.network.hidden_layers import (
+    AdditiveLayer,
+    RadialLayer,
+    make_hidden_layer,
+)
+from pymc_rnshmc.surrogates.network.least_squares import ridge_solve
+from pymc_rnshmc.surrogates.network.online_network import OnlineNetworkLearner
+from pymc_rnshmc.surrogates.quadratic import QuadraticPotential
+from pymc_rnshmc.surrogates.whitening import Whitening
+
+__all__ = ["FitReport", "RandomNetworkSurrogate"]
+
+MAX_DEFAULT_HIDDEN = 2000
+MIN_DEFAULT_HIDDEN = 50
+WEIGHT_SCALES = (1.0, 0.3, 0.1)
+"""Scales of the additive layer's random weights tried, in this order, when none is given.
+
+Smaller weights make smoother, nearly polynomial features (a softplus of a small argument is
+close to its low-order Taylor terms; with enough units they span the cubics): they fit the
+smooth misfit of a PDE or ODE forward model far better, while rough or funnel-like potentials
+prefer the unit scale. The search stops at the first scale whose held-out error is negligible.
+"""
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """What a surrogate fit used and how well it predicts held-out training points.
+
+    Attributes
+    ----------
+    n_points : int
+        Training points used (after dropping non-finite ones).
+    n_hidden : int
+        Hidden units.
+    penalty : float
+        Ridge penalty of the final fit.
+    gradient_error : float
+        Held-out root-mean-square gradient error relative to the spread of the exact gradients,
+        in whitened coordinates (0 is perfect, 1 is as good as a constant). NaN without gradients.
+    potential_error : float
+        Held-out root-mean-square error of the potential after removing the mean offset.
+    seconds : float
+        Wall time of the fit.
+    weight_scale : float
+        Scale of the hidden weights (or radial widths) used.
+    """
+
+    n_points: int
+    n_hidden: int
+    penalty: float
+    gradient_error: float
+    potential_error: float
+    seconds: float
+    weight_scale: float = 1.0
+
+
+def default_n_hidden(n_points: int, dim: int, with_gradients: bool) -> int:
+    """Hidden units for ``n_points`` training points.
+
+    A quarter of the least-squares rows, between 50 and 2000.
+    """
+    rows = n_points * (dim + 1) if with_gradients else n_points
+    return int(np.clip(rows // 4, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
+
+
+class RandomNetworkSurrogate:
+    """Random network surrogate of a potential energy, fitted by least squares.
+
+    Parameters
+    ----------
+    n_hidden : int, optional
+        Number of hidden units ``s``. Default: chosen on held-out training points among
+        nested widths up to a quarter of the least-squares rows (``n (d + 1)`` with
+        gradients, at most 2000): the narrowest within 10 % of the best error.
+    hidden_units : {"additive", "radial"}
+        Node type (paper section 3.2).
+    activation : str
+        Activation of additive nodes: ``"softplus"`` (default), ``"tanh"``, ``"logistic"`` or
+        ``"cosine"``.
+    quadratic : bool
+        Fit a quadratic base to the exact gradients and the network to the residual.
+    penalty : float, optional
+        Fixed ridge penalty, relative to the mean diagonal of the normal equations. Default:
+        chosen by held-out error over ``1e-10 .. 10``.
+    gradient_weight : float
+        Weight of gradient rows relative to value rows (in whitened coordinates).
+    validation_fraction : float
+        Fraction of training points held out to choose the width, the penalty and the scale.
+    weight_scale : float, optional
+        Scale of the random hidden weights (additive) or widths (radial) in whitened units.
+        Default: for additive nodes, the scale among 1, 0.3 and 0.1 with the lowest held-out
+        error (the same random directions at every scale; the search stops early once the
+        error is negligible); 1 for radial nodes, and when no points are held out (fewer
+        than 10, or ``validation_fraction=0``).
+    max_hidden : int
+        Largest number of hidden units the automatic width choice considers.
+
+    References
+    ----------
+    .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
+       using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
+    .. [2] Huang, G.-B., Zhu, Q.-Y., & Siew, C.-K. (2006). Extreme learning machine: theory and
+       applications. Neurocomputing, 70, 489-501.
+    """
+
+    def __init__(
+        self,
+        n_hidden: int | None = None,
+        hidden_units: str = "additive",
+        activation: str = "softplus",
+        quadratic: bool = True,
+        penalty: float | None = None,
+        gradient_weight: float = 1.0,
+        validation_fraction: float = 0.2,
+        weight_scale: float | None = None,
+        max_hidden: int = MAX_DEFAULT_HIDDEN,
+    ) -> None:
+        n_hidden = check_positive_integer("n_hidden", n_hidden, allow_none=True)
+        if hidden_units not in ("additive", "radial"):
+            raise ValueError(f"hidden_units must be 'additive' or 'radial', got {hidden_units!r}.")
+        if hidden_units == "additive":
+            get_activation(activation)
+        if penalty is not None:
+            if not isinstance(penalty, numbers.Real) or not (np.isfinite(penalty) and penalty >= 0):
+                raise ValueError(f"penalty must be a non-negative number or None, got {penalty!r}.")
+        if not isinstance(gradient_weight, numbers.Real) or not (
+            np.isfinite(gradient_weight) and gradient_weight >= 0
+        ):
+            raise ValueError(f"gradient_weight must be non-negative, got {gradient_weight!r}.")
+        if not isinstance(validation_fraction, numbers.Real) or not 0 <= validation_fraction < 1:
+            raise ValueError(f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
+        weight_scale = check_positive_number("weight_scale", weight_scale, allow_none=True)
+        self.max_hidden = check_positive_integer("max_hidden", max_hidden)
+        self.n_hidden = n_hidden
+        self.hidden_units = hidden_units
+        self.activation = activation
+        self.quadratic = quadratic
+        self.penalty = penalty
+        self.gradient_weight = float(gradient_weight)
+        self.validation_fraction = float(validation_fraction)
+        self.weight_scale = None if weight_scale is None else float(weight_scale)
+        self.whitening: Whitening | None = None
+        self.quadratic_part: QuadraticPotential | None = None
+        self.layer: AdditiveLayer | RadialLayer | None = None
+        self.coefficients: np.ndarray | None = None
+        self.offset = 0.0
+        self.ridge_penalty = np.nan
+        self.report: FitReport | None = None
+        self._folded = None
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether :meth:`fit` has succeeded."""
+        return self.coefficients is not None
+
+    def fit(
+        self,
+        positions: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> RandomNetworkSurrogate:
+        """Fit to exact potentials (and gradients) at training positions.
+
+        Parameters
+        ----------
+        positions : ndarray, shape (n, d)
+        potentials : ndarray, shape (n,)
+            ``U = -logp`` at the positions.
+        gradients : ndarray, shape (n, d), optional
+            ``grad U`` at the positions.
+        rng : numpy.random.Generator, optional
+            Source of the random hidden layer.
+
+        Raises
+        ------
+        SurrogateFitError
+            Too few finite training points, or the least-squares problem produced non-finite
+            weights.
+        """
+        start = time.perf_counter()
+        rng = np.random.default_rng(rng)
+        positions = np.atleast_2d(np.asarray(positions, dtype=float))
+        potentials = np.asarray(potentials, dtype=float).reshape(-1)
+        n_points, dim = positions.shape
+        if potentials.shape[0] != n_points:
+            raise ValueError("positions and potentials must have the same number of rows.")
+        finite = np.all(np.isfinite(positions), axis=1) & np.isfinite(potentials)
+        if gradients is not None:
+            gradients = np.asarray(gradients, dtype=float).reshape(n_points, dim)
+            finite &= np.all(np.isfinite(gradients), axis=1)
+            gradients = gradients[finite]
+        positions, potentials = positions[finite], potentials[finite]
+        n_points = positions.shape[0]
+        minimum = dim + 2 if (self.quadratic and gradients is not None) else 3
+        if n_points < minimum:
+            raise SurrogateFitError(
+                f"{n_points} finite training points in {dim} dimensions; the surrogate needs "
+                f"at least {minimum}."
+            )
+
+        whitening = Whitening.from_positions(positions)
+        whitened = whitening.to_whitened(positions)
+        residual_values = potentials.copy()
+        residual_gradients = None
+        quadratic_part = None
+        if gradients is not None:
+            residual_gradients = whitening.gradient_to_whitened(gradients)
+            if self.quadratic:
+                quadratic_part = QuadraticPotential.fit(whitened, residual_gradients)
+                residual_values -= quadratic_part.potential(whitened)
+                residual_gradients = residual_gradients - quadratic_part.gradient(whitened)
+
+        n_hidden = self.n_hidden or min(
+            default_n_hidden(n_points, dim, gradients is not None), self.max_hidden
+        )
+        held_out = validation_mask(n_points, self.validation_fraction)
+        gradient_error = potential_error = np.nan
+        scales = self._candidate_scales()
+        if held_out.any() and (self.penalty is None or self.n_hidden is None or len(scales) > 1):
+            if gradients is not None:
+                exact = whitening.gradient_to_whitened(gradients[held_out])
+                spread = np.mean(np.sum((exact - exact.mean(axis=0)) ** 2, axis=1))
+            else:
+                spread = float(np.var(potentials[held_out]))
+            drawn = make_hidden_layer(
+                self.hidden_units, rng, n_hidden, whitened, self.activation, scales[0]
+            )
+            best = None
+            for weight_scale in scales:
+                # The same random directions and biases at every scale: only the scale differs.
+                layer = drawn if weight_scale == scales[0] else drawn.scaled(weight_scale)
+                features = layer.features(whitened)
+                try:
+                    choice = self._select_width(
+                        layer,
+                        whitened,
+                        features,
+                        residual_values,
+                        residual_gradients,
+                        held_out,
+                        spread,
+                    )
+                except (SurrogateFitError, np.linalg.LinAlgError):
+                    continue  # another scale may still fit
+                if best is None or choice.lowest < best[0].lowest:
+                    best = (choice, weight_scale, layer, features)
+                if choice.lowest <= NEGLIGIBLE_ERROR * spread:
+                    break
+            if best is None:
+                raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
+            choice, weight_scale, layer, features = best
+            n_hidden, relative_penalty = choice.width, choice.relative_penalty
+            layer = layer.subset(n_hidden)
+            features = features[:, :n_hidden]
+            potential_error = float(np.sqrt(choice.value_mse))
+            if gradients is not None:
+                gradient_error = float(np.sqrt(choice.gradient_mse / max(spread, 1e-300)))
+        else:
+            weight_scale = scales[0]
+            layer = make_hidden_layer(
+                self.hidden_units, rng, n_hidden, whitened, self.activation, weight_scale
+            )
+            features = layer.features(whitened)
+            relative_penalty = 1e-6 if self.penalty is None else self.penalty
+
+        gram, projection = self._normal_equations(
+            layer, whitened, features, residual_values, residual_gradients
+        )
+        scale = float(np.mean(np.diag(gram))) or 1.0
+        coefficients = ridge_solve(gram, projection, relative_penalty * scale)
+        if not np.all(np.isfinite(coefficients)):
+            raise SurrogateFitError("The least-squares fit produced non-finite output weights.")
+
+        self.whitening = whitening
+        self.quadratic_part = quadratic_part
+        self.layer = layer
+        self.coefficients = coefficients
+        self.ridge_penalty = relative_penalty * scale
+        self.offset = 0.0
+        self.offset = float(np.mean(potentials - self.potential(positions)))
+        self._fold_whitening()
+        self.report = FitReport(
+            n_points=n_points,
+            n_hidden=n_hidden,
+            penalty=relative_penalty,
+            gradient_error=gradient_error,
+            potential_error=potential_error,
+            seconds=time.perf_counter() - start,
+            weight_scale=weight_scale,
+        )
+        return self
+
+    def online_estimator(
+        self,
+        positions: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None = None,
+    ) -> OnlineNetworkLearner:
+        """An online learner of the output weights, starting from this fit's training data.
+
+        Pass the points given to :meth:`fit`; see
+        :class:`~pymc_rnshmc.surrogates.network.online_network.OnlineNetworkLearner`.
+        """
+        return OnlineNetworkLearner(self, positions, potentials, gradients)
+
+    def _candidate_scales(self) -> tuple[float, ...]:
+        if self.weight_scale is not None:
+            return (self.weight_scale,)
+        if self.hidden_units == "additive":
+            return WEIGHT_SCALES
+        return (1.0,)
+
+    def _normal_equations(self, layer, whitened, features, values, gradients):
+        centred = features - features.mean(axis=0)
+        gram = centred.T @ centred
+        projection = centred.T @ (values - values.mean())
+        if gradients is not None and self.gradient_weight > 0:
+            gram += self.gradient_weight * layer.gradient_gram(whitened)
+            projection += self.gradient_weight * layer.gradient_projection(whitened, gradients)
+        return gram, projection
+
+    def _select_width(self, layer, whitened, features, values, gradients, held_out, spread):
+        """Held-out choice of width and penalty for one drawn layer (see ``choose_on_held_out``)."""
+        widest = layer.n_hidden
+        if self.n_hidden is None:
+            widths = sorted(
+                {max(min(widest, MIN_DEFAULT_HIDDEN), widest // k) for k in (8, 4, 2, 1)}
+            )
+        else:
+            widths = [widest]
+        choice = choose_on_held_out(
+            layer,
+            whitened,
+            features,
+            values,
+            gradients,
+            held_out,
+            spread,
+            self._normal_equations,
+            widths,
+            self.penalty,
+        )
+        if choice is None:
+            raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
+        return choice
+
+    def potential(self, positions: np.ndarray) -> np.ndarray | float:
+        """Surrogate potential at one point ``(d,)`` (a float) or at rows ``(n, d)``."""
+        whitened = self.whitening.to_whitened(positions)
+        value = self.layer.features(whitened) @ self.coefficients + self.offset
+        if self.quadratic_part is not None:
+            value = value + self.quadratic_part.potential(whitened)
+        return float(value) if np.ndim(value) == 0 else value
+
+    def _fold_whitening(self) -> None:
+        """Precompute the gradient of additive layers directly in the sampler's coordinates.
+
+        ``W z + beta = W_q q + beta_q`` with ``W_q = W L^-1``, and the quadratic's gradient is
+        ``H_q (q - c) + b_q``: a leapfrog step then costs two ``s x d`` products, the
+        activation's derivative in place, and no whitening.
+        """
+        self._folded = None
+        if not isinstance(self.layer, AdditiveLayer):
+            return
+        inverse = self.whitening.inverse_factor
+        weights = np.ascontiguousarray(self.layer.weights @ inverse)
+        biases = np.ascontiguousarray(self.layer.biases - weights @ self.whitening.centre)
+        hessian = linear = None
+        if self.quadratic_part is not None:
+            hessian = inverse.T @ self.quadratic_part.hessian @ inverse
+            hessian = np.ascontiguousarray(0.5 * (hessian + hessian.T))
+            linear = np.ascontiguousarray(inverse.T @ self.quadratic_part.linear)
+        self._folded = (weights, biases, hessian, linear)
+
+    def gradient(self, position: np.ndarray) -> np.ndarray:
+        """Gradient of the surrogate potential at one point ``(d,)`` or at rows ``(n, d)``."""
+        folded = getattr(self, "_folded", None)
+        if folded is not None:
+            weights, biases, hessian, linear = folded
+            if position.ndim == 1:  # matrix-vector product in the faster orientation
+                slopes = weights @ position
+            else:
+                slopes = position @ weights.T
+            slopes += biases
+            slopes = self.layer._activation.derivative(slopes, out=slopes)
+            slopes *= self.coefficients
+            gradient = slopes @ weights
+            if hessian is not None:
+                gradient += (position - self.whitening.centre) @ hessian
+                gradient += linear
+            return gradient
+        whitening = self.whitening
+        whitened = (position - whitening.centre) @ whitening.inverse_factor.T
+        gradient = self.layer.gradient(whitened, self.coefficients)
+        if self.quadratic_part is not None:
+            gradient = gradient + self.quadratic_part.gradient(whitened)
+        return gradient @ whitening.inverse_factor

@@ -1,0 +1,24 @@
+"""Models from the papers and the examples: installed for examples, notebooks and benchmarks.
+
+Nothing else in the package imports this subpackage (``tests/test_layers.py`` checks it).
+"""
+
+from pymc_rnshmc.workloads.papers import (
+    WORKLOADS,
+    banana,
+    banana_data,
+    gaussian_process,
+    logistic_regression,
+    logistic_regression_data,
+    small_logistic_regression,
+)
+
+__all__ = [
+    "WORKLOADS",
+    "banana",
+    "banana_data",
+    "gaussian_process",
+    "logistic_regression",
+    "logistic_regression_data",
+    "small_logistic_regression",
+]
