@@ -57,7 +57,7 @@ from benchmarks.measure import run_metadata, run_pymc, write_results
 from benchmarks.surrogate_design import ValuesOnly
 from pymc_rnshmc import RandomNetworkSurrogate, SurrogateFitError
 from pymc_rnshmc.hmc.leapfrog import leapfrog
-from pymc_rnshmc.step_methods.exact_logp import ExactLogp
+from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.workloads import logistic_regression
 
 FIGURES = Path(__file__).parents[1] / "docs" / "figures"
@@ -77,22 +77,13 @@ class ExactPosterior:
     """Exact potential ``U = -logp`` and its gradient on the raveled parameter vector."""
 
     def __init__(self, model) -> None:
-        value_vars = model.continuous_value_vars
-        initial_point = model.initial_point()
-        self.logp = ExactLogp(model, value_vars, initial_point, "float64")
-        joint = model.logp_dlogp_function(
-            value_vars, ravel_inputs=True, initial_point=initial_point
-        )
-        joint.set_extra_values({})
-        self._joint = joint._pytensor_function
-        self._joint.trust_input = True
+        self.exact = ExactModel(model, model.continuous_value_vars, dtype="float64")
 
     def potential(self, position: np.ndarray) -> float:
-        return -self.logp(position)
+        return -self.exact.logp(position)
 
     def potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
-        logp, gradient = self._joint(np.ascontiguousarray(position, dtype=float))
-        return -float(logp), -np.asarray(gradient, dtype=float)
+        return self.exact.potential_and_gradient(position)
 
     def gradient(self, position: np.ndarray) -> np.ndarray:
         return self.potential_and_gradient(position)[1]

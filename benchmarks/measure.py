@@ -19,7 +19,7 @@ import xarray as xr
 
 from benchmarks.convergence import nutpie_timeline, pymc_timeline
 from pymc_rnshmc import RNSHMC
-from pymc_rnshmc.step_methods.exact_logp import ExactLogp
+from pymc_rnshmc.step_methods.exact_model import ExactModel
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -93,18 +93,15 @@ def compare_with_nuts(results: dict, posteriors: dict, reference: str = "PyMC NU
 
 def evaluation_costs(model, repeats: int = 200) -> dict:
     """Median seconds of one logp-only and one logp-and-gradient call, in the sampler's space."""
-    value_vars = model.continuous_value_vars
-    initial_point = model.initial_point()
-    logp = ExactLogp(model, value_vars, initial_point, "float64")
-    joint = model.logp_dlogp_function(value_vars, ravel_inputs=True, initial_point=initial_point)
-    joint.set_extra_values({})
-    compiled = joint._pytensor_function
-    compiled.trust_input = True
+    exact = ExactModel(model, model.continuous_value_vars, dtype="float64")
     # A new point every call: a model that caches its last evaluation (the elliptic PDE keeps
     # its factorization) would otherwise be timed on cache hits.
-    positions = 0.5 + 1e-3 * np.random.default_rng(0).normal(size=(repeats + 1, logp.size))
+    positions = 0.5 + 1e-3 * np.random.default_rng(0).normal(size=(repeats + 1, exact.size))
     costs = {}
-    for name, function in (("logp_seconds", logp), ("logp_gradient_seconds", compiled)):
+    for name, function in (
+        ("logp_seconds", exact.logp),
+        ("logp_gradient_seconds", exact.potential_and_gradient),
+    ):
         function(positions[-1])
         timings = []
         for position in positions[:-1]:

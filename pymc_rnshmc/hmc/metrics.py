@@ -8,13 +8,33 @@ exactly that; every method accepts one vector ``(d,)`` or rows ``(n, d)``.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 from scipy import linalg
 
 from pymc_rnshmc.surrogates.quadratic import QuadraticPotential
 from pymc_rnshmc.surrogates.whitening import Whitening
 
-__all__ = ["DenseMetric", "DiagonalMetric", "dense_metric_from_gradients"]
+__all__ = ["DenseMetric", "DiagonalMetric", "Metric", "dense_metric_from_gradients"]
+
+
+class Metric(Protocol):
+    """Kinetic energy ``K(p) = 0.5 p^T S p`` of the surrogate dynamics (``S`` a covariance)."""
+
+    kind: str
+
+    def velocity(self, momentum: np.ndarray) -> np.ndarray:
+        """``dK/dp`` of one momentum or of rows."""
+        ...
+
+    def energy(self, momentum: np.ndarray) -> np.ndarray | float:
+        """Kinetic energy of one momentum or of rows."""
+        ...
+
+    def random(self, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
+        """Momentum ``~ N(0, S^-1)``: one vector, or ``n`` rows."""
+        ...
 
 
 class DiagonalMetric:

@@ -1,8 +1,9 @@
-"""PyMC step methods that run Hamiltonian dynamics on a surrogate and correct exactly."""
+"""The PyMC adapter: steps that run Hamiltonian dynamics on a surrogate and correct exactly."""
 
 from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
 from pymc_rnshmc.step_methods.rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.sparse_grid_hmc import SparseGridHMC
+from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
 
-__all__ = ["ARNSHMC", "RNSHMC", "SparseGridHMC", "SurrogateWarning"]
+__all__ = ["ARNSHMC", "RNSHMC", "SparseGridHMC", "SurrogateHMC", "SurrogateWarning"]

@@ -1,6 +1,6 @@
 """ARNSHMC: a surrogate that starts early in tuning and keeps learning from every evaluation.
 
-The surrogate's refreshes follow a vanishing schedule, which keeps the adaptive chain ergodic.
+The surrogate's refreshes follow a vanishing schedule (diminishing adaptation).
 """
 
 from __future__ import annotations
@@ -13,28 +13,25 @@ from typing import Any
 
 import numpy as np
 from pymc.step_methods.state import dataclass_state
-from threadpoolctl import threadpool_limits
 
 from pymc_rnshmc._checks import check_positive_number
 from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateWarning
+from pymc_rnshmc.hmc.corrections import Evaluation
+from pymc_rnshmc.step_methods.blas import single_blas_thread
+from pymc_rnshmc.step_methods.exploration import ExplorationRecord
+from pymc_rnshmc.step_methods.network_options import NETWORK_OPTIONS, network_surrogate
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
-from pymc_rnshmc.step_methods.rnshmc import (
-    DEFAULT_EXPLORATION_STEPS,
-    EXPLORATION,
-    RNSHMC,
-    SURROGATE,
-    RNSHMCState,
-)
-from pymc_rnshmc.surrogates.training import TrainingBuffer
+from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE
+from pymc_rnshmc.step_methods.state import DrawResult, Phase
+from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC, SurrogateHMCState
+from pymc_rnshmc.surrogates.base import Capabilities
 
 __all__ = ["ARNSHMC", "refresh_probability"]
 
 _log = logging.getLogger("pymc.rnshmc")
 
-MIN_EXPLORATION_STEPS = 50
 LEARNING_ENERGY_LIMIT = 20.0
 """Proposals whose exact energy error exceeds this (acceptance below 2e-9) are not learned."""
-
 
 ADAPTIVE_SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     **SURROGATE_HMC_STATS,
@@ -49,28 +46,26 @@ def refresh_probability(draw: int, scale: float, exponent: float) -> float:
 
 
 @dataclass_state
-class ARNSHMCState(RNSHMCState):
+class ARNSHMCState(SurrogateHMCState):
     refreshes: int
     _learner: Any
     _surrogate_draws: int
     _next_rebuild: int
-    _postponed_until: int | None
     _warned_refresh: bool
 
 
-class ARNSHMC(RNSHMC):
+class ARNSHMC(SurrogateHMC):
     r"""Adaptive random network surrogate Hamiltonian Monte Carlo.
 
-    Like :class:`RNSHMC`, but the exact NUTS exploration is short (``max(50, 1.5 d)`` draws by
-    default, extended while the fit's held-out gradient error exceeds ``start_error``): a first
-    surrogate is fitted then, and the rest of tuning already runs surrogate
-    dynamics with the exact Metropolis test. Every exact evaluation the sampler makes from then
-    on (the end point of each trajectory, with its gradient during tuning) feeds an online
+    Like :class:`~pymc_rnshmc.RNSHMC`, but the exact NUTS exploration is short
+    (``max(50, 1.5 d)`` draws by default, extended while the fit's held-out gradient error
+    exceeds ``start_error``): a first surrogate is fitted then, and the rest of tuning already
+    runs surrogate dynamics with the exact Metropolis test. Every exact evaluation the sampler makes
+    from then on (the end point of each trajectory, with its gradient during tuning) feeds an online
     least-squares estimator of the network's output weights
-    (:class:`~pymc_rnshmc.surrogates.network.online_network.OnlineNetworkLearner`, ``O(s^2)``
-    per point).
-    While tuning, the whole surrogate (whitening, quadratic base, hidden layer, width) is also
-    refitted in batch whenever the number of exact evaluations has doubled since the last fit.
+    (:class:`~pymc_rnshmc.surrogates.network.online_network.OnlineNetworkLearner`, ``O(s^2)`` per
+    point). While tuning, the whole surrogate (whitening, quadratic base, hidden layer, width) is
+    also refitted in batch whenever the number of exact evaluations has doubled since the last fit.
     The output weights used for proposals are replaced by the estimator's current ones at the
     ``t``-th surrogate draw with probability ``a_t = min(1, (refresh_scale / t) ^
     refresh_exponent)``, during tuning and after it.
@@ -111,15 +106,18 @@ class ARNSHMC(RNSHMC):
         failed first fit. A fit without held-out points (very few draws, or ``n_hidden``,
         ``penalty`` and ``weight_scale`` all fixed) has no error estimate and starts at once.
     **kwargs
-        As for :class:`RNSHMC` (``exploration_steps`` defaults to ``max(50, 1.5 d)``; with fewer
-        than ``d + 2`` usable draws no surrogate is fitted and sampling stays exact).
+        As for :class:`~pymc_rnshmc.RNSHMC`: the network options (``n_hidden``,
+        ``hidden_units``, ``activation``, ``quadratic``, ``penalty``, ``surrogate``), the
+        exploration and trajectory options (``exploration_steps`` defaults to ``max(50, 1.5 d)``;
+        with fewer than ``d + 2`` usable draws no surrogate is fitted and sampling stays exact)
+        and NUTS's options.
 
     Notes
     -----
-    Sampler statistics: those of :class:`RNSHMC`, plus ``surrogate_refreshes`` (surrogate
-    changes so far in the chain: weight refreshes and batch refits) and ``estimator_points``
-    (exact evaluations the surrogate has learned from; during exploration, those collected for
-    the first fit). ``n_gradient_evals`` counts the tuning-time gradients.
+    Sampler statistics: those of :class:`~pymc_rnshmc.RNSHMC`, plus ``surrogate_refreshes``
+    (surrogate changes so far in the chain: weight refreshes and batch refits) and
+    ``estimator_points`` (exact evaluations the surrogate has learned from; during exploration,
+    those collected for the first fit). ``n_gradient_evals`` counts the tuning-time gradients.
 
     References
     ----------
@@ -133,9 +131,6 @@ class ARNSHMC(RNSHMC):
     name = "arnshmc"
     stats_dtypes_shapes = ADAPTIVE_SURROGATE_HMC_STATS
     _state_class = ARNSHMCState
-    # The short exploration's integration times refer to a barely adapted mass matrix; in a
-    # metric that whitens the posterior a quarter oscillation takes pi / 2.
-    _shortest_jump = 0.25
 
     def __init__(
         self,
@@ -159,8 +154,9 @@ class ARNSHMC(RNSHMC):
                 "refresh_exponent must be in (0, 1]: the refresh probability must vanish but "
                 f"sum to infinity; got {refresh_exponent!r}."
             )
-        surrogate = kwargs.get("surrogate")
-        if surrogate is not None and not callable(getattr(surrogate, "online_estimator", None)):
+        network = {name: kwargs.pop(name) for name in NETWORK_OPTIONS if name in kwargs}
+        surrogate = network_surrogate(kwargs.pop("surrogate", None), **network)
+        if not Capabilities.of(surrogate).online:
             raise TypeError(
                 "ARNSHMC needs a surrogate that can learn online (an `online_estimator(positions,"
                 " potentials, gradients)` method), such as RandomNetworkSurrogate; got "
@@ -171,8 +167,13 @@ class ARNSHMC(RNSHMC):
         self.refresh_exponent = float(refresh_exponent)
         self.freeze_after_tuning = bool(freeze_after_tuning)
         self.rebuild_during_tuning = bool(rebuild_during_tuning)
-        self.start_error = check_positive_number("start_error", start_error)
-        super().__init__(vars, **kwargs)
+        super().__init__(
+            vars,
+            surrogate=surrogate,
+            schedule=ARNSHMC_SCHEDULE,
+            start_error=check_positive_number("start_error", start_error),
+            **kwargs,
+        )
 
     def _start_chain(self) -> None:
         super()._start_chain()
@@ -180,121 +181,69 @@ class ARNSHMC(RNSHMC):
         self._learner = None
         self._surrogate_draws = 0
         self._next_rebuild = 0
-        self._evaluation = None
-        self._postponed_until = None
         self._warned_refresh = False
 
-    def _exploration_length(self) -> int:
-        if self._postponed_until is not None:
-            return self._postponed_until
-        if self.exploration_steps is not None:
-            return self.exploration_steps
-        shortest = max(MIN_EXPLORATION_STEPS, int(np.ceil(1.5 * self._exact_logp.size)))
-        return min(shortest, self._latest_start())
+    def stop_tuning(self) -> None:
+        exploring = self.phase == Phase.EXPLORATION
+        super().stop_tuning()
+        if not exploring and self.phase == Phase.SURROGATE:
+            # The record only serves batch refits, which end with tuning.
+            self._record = ExplorationRecord(self.exact_model.size)
 
-    def _latest_start(self) -> int:
-        if self._tune_steps is not None:
-            return max(1, round(0.7 * self._tune_steps))
-        # PyMC 5 does not tell the step the tuning length: allow four postponements.
-        latest = max(MIN_EXPLORATION_STEPS, int(np.ceil(1.5 * self._exact_logp.size)))
-        for _ in range(4):
-            latest = int(np.ceil(1.5 * latest))
-        return min(DEFAULT_EXPLORATION_STEPS, latest)
+    # ----------------------------------------------------------------- hooks
+    def _after_fit(self) -> None:
+        _, positions, potentials, gradients = self._training_window()
+        self._learner = self.surrogate.online_estimator(positions, potentials, gradients)
+        self._next_rebuild = 2 * len(self._record)
 
-    def _postpone_start(self) -> bool:
-        next_try = int(np.ceil(1.5 * self.iter_count))
-        if next_try > self._latest_start():
-            return False
-        self._postponed_until = next_try
-        _log.debug("ARNSHMC keeps exploring until draw %d: its first fit failed.", next_try)
-        return True
-
-    @staticmethod
-    def _minimum_training_points(dim: int) -> int:
-        # The held-out check of ``_ready_to_start`` judges whether a fit this early is usable.
-        return dim + 2
-
-    def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
-        """Start with a fit whose held-out gradient error is below ``start_error``.
-
-        Otherwise keep exploring for half as many draws again (up to 70 % of tuning): early
-        exploration draws may still be on their way to the posterior's bulk.
-        """
-        report = getattr(surrogate, "report", None)
-        error = np.nan if report is None else report.gradient_error
-        next_try = int(np.ceil(1.5 * self.iter_count))
-        if end_of_tuning or not error > self.start_error or next_try > self._latest_start():
-            return True
-        self._postponed_until = next_try
-        _log.debug(
-            "ARNSHMC keeps exploring until draw %d: held-out gradient error %.0f%% of its fit "
-            "on %d draws.",
-            next_try,
-            100 * error,
-            self.iter_count,
-        )
-        return False
-
-    # ----------------------------------------------------------------- stepping
-    def astep(self, q0):
-        if self.phase == SURROGATE:
+    def _before_draw(self) -> None:
+        if self.phase == Phase.SURROGATE:
             self._surrogate_draws += 1
             self._update_surrogate()
-        self._evaluation = None
-        q_new, (stats,) = super().astep(q0)
-        if stats["used_surrogate"]:
-            self._learn_from_proposal(stats)
-        stats["surrogate_refreshes"] = self.refreshes
-        stats["estimator_points"] = (
-            len(self._training) if self._learner is None else self._learner.n_points
-        )
-        return q_new, [stats]
 
-    def _evaluate_proposal(self, position: np.ndarray) -> tuple[float, int, int]:
-        gradient = None
+    def _evaluate_end(self, position: np.ndarray) -> Evaluation:
         if self.tune and self.tuning_gradients:
-            potential, gradient = self._exact_potential_and_gradient(position)
-            logp, n_gradient_evals = -potential, 1
-        else:
-            logp, n_gradient_evals = self._exact_logp(position), 0
-        if not np.isfinite(logp):
-            return -np.inf, 1, n_gradient_evals
-        self._evaluation = (position.copy(), logp, gradient)
-        return logp, 1, n_gradient_evals
+            potential, gradient = self.exact_model.potential_and_gradient(position)
+            return Evaluation(position, -potential, gradient)
+        return Evaluation(position, self.exact_model.logp(position))
 
-    def _learn_from_proposal(self, stats: dict) -> None:
+    def _after_draw(self, result: DrawResult | None) -> dict[str, Any]:
+        if result is not None:
+            self._learn_from_proposal(result)
+        return {
+            "surrogate_refreshes": self.refreshes,
+            "estimator_points": (
+                len(self._record) if self._learner is None else self._learner.n_points
+            ),
+        }
+
+    # ----------------------------------------------------------------- learning
+    def _learn_from_proposal(self, result: DrawResult) -> None:
         """Feed the proposal's exact evaluation to the estimator (and, accepted, to refits).
 
         Proposals the chain could not plausibly move to (energy error above
         ``LEARNING_ENERGY_LIMIT``, or divergent) are left out: a trajectory that flew off would
         otherwise put an outlier with a huge potential into the least squares. Batch refits
-        train on accepted states only, as RNSHMC trains on its exploration draws, so their
+        train on accepted states only, as the first fit trains on exploration draws, so their
         whitening follows the posterior, not the proposals.
         """
-        evaluation, self._evaluation = self._evaluation, None
-        if evaluation is None or stats["diverging"]:
+        evaluation = result.proposal
+        if evaluation is None or result.divergence is not None:
             return
-        position, logp, gradient = evaluation
-        if not stats["energy_error"] < LEARNING_ENERGY_LIMIT:
+        if not result.energy_change < LEARNING_ENERGY_LIMIT:
             return
+        position, logp = evaluation.position, evaluation.logp
+        gradient = evaluation.potential_gradient
         if not (self.freeze_after_tuning and not self.tune):
             self._learner.add(position, -logp, gradient)
-        if stats["accepted"] and gradient is not None and np.all(np.isfinite(gradient)):
-            self._training.append(position, -logp, gradient)
-
-    # ----------------------------------------------------------------- adaptation
-    def _set_up_surrogate(self, end_of_tuning: bool) -> None:
-        super()._set_up_surrogate(end_of_tuning)
-        if self.phase == SURROGATE:
-            _, positions, potentials, gradients = self._training_window()
-            self._learner = self.surrogate.online_estimator(positions, potentials, gradients)
-            self._next_rebuild = 2 * len(self._training)
+        if result.accepted and gradient is not None and np.all(np.isfinite(gradient)):
+            self._record.append(position, -logp, gradient)
 
     def _update_surrogate(self) -> None:
         """Refit, refresh or keep the surrogate before a surrogate draw (see the class doc)."""
         if self.tune and self.rebuild_during_tuning and self.tuning_gradients:
-            if len(self._training) >= self._next_rebuild:
-                self._next_rebuild = 2 * len(self._training)
+            if len(self._record) >= self._next_rebuild:
+                self._next_rebuild = 2 * len(self._record)
                 self._rebuild()
                 return
         if self.freeze_after_tuning and not self.tune:
@@ -304,7 +253,7 @@ class ARNSHMC(RNSHMC):
         )
         if self.rng.random() < probability:
             try:
-                with threadpool_limits(limits=1, user_api="blas"):
+                with single_blas_thread():
                     surrogate = self._learner.updated_surrogate()
             except (np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
                 if not self._warned_refresh:
@@ -331,7 +280,7 @@ class ARNSHMC(RNSHMC):
         if scale is not None and getattr(surrogate, "weight_scale", 0) is None:
             surrogate.weight_scale = scale  # and keep the first fit's weight scale: no search
         try:
-            with threadpool_limits(limits=1, user_api="blas"):
+            with single_blas_thread():
                 surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
                 learner = surrogate.online_estimator(positions, potentials, gradients)
         except FIT_ERRORS as err:
@@ -354,11 +303,4 @@ class ARNSHMC(RNSHMC):
         self.surrogate = surrogate
         self.refreshes += 1
         if self._cache is not None:  # keep the exact logp, drop the surrogate's values
-            self._cache = self._cache[:3]
-
-    def stop_tuning(self) -> None:
-        exploring = self.phase == EXPLORATION
-        super().stop_tuning()
-        if not exploring and self.phase == SURROGATE:
-            # The training buffer only serves batch refits, which end with tuning.
-            self._training = TrainingBuffer(self._exact_logp.size)
+            self._cache = self._cache.without_surrogate_values()

@@ -9,9 +9,12 @@ import numpy as np
 
 from pymc_rnshmc._checks import check_positive_integer, check_probability
 from pymc_rnshmc.exceptions import SurrogateWarning
-from pymc_rnshmc.hmc.metrics import DenseMetric
+from pymc_rnshmc.hmc.corrections import ApproximateMetropolis, Correction
+from pymc_rnshmc.step_methods.network_options import NETWORK_OPTIONS
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
-from pymc_rnshmc.step_methods.rnshmc import RNSHMC, SURROGATE, RNSHMCState
+from pymc_rnshmc.step_methods.schedule import SPARSE_GRID_SCHEDULE
+from pymc_rnshmc.step_methods.state import DrawResult, Phase
+from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
 from pymc_rnshmc.surrogates.grid.domain import DOMAINS, BoxSurrogate
 from pymc_rnshmc.surrogates.grid.force_map import ForceMapSurrogate
 from pymc_rnshmc.surrogates.grid.sizing import DEFAULT_MAX_POINTS, choose_cells, choose_level
@@ -26,7 +29,7 @@ SPARSE_GRID_HMC_STATS: dict[str, tuple[Any, list | None]] = {
 }
 
 
-class SparseGridHMC(RNSHMC):
+class SparseGridHMC(SurrogateHMC):
     r"""Grid-based Hamiltonian Monte Carlo with a precomputed surrogate over a domain of interest.
 
     For models with a few parameters (about 2 to 10) and an expensive likelihood. Tuning starts
@@ -79,15 +82,15 @@ class SparseGridHMC(RNSHMC):
         posterior. It warns, and ``step.surrogate.report.kl_bound`` gives Theorem 5.1's bound
         ``2 max |U - U~|`` on the Kullback-Leibler divergence, estimated on the grid.
     **kwargs
-        As for :class:`RNSHMC` (``exploration_steps``, ``path_length``, ``target_accept``,
-        ``surrogate_target_accept``, NUTS options); ``surrogate_target_accept`` defaults to 0.9.
-        With ``grid="full"`` the step size is adapted on the exact acceptance, towards
-        ``surrogate_target_accept`` (0.8 by default there).
+        As for :class:`~pymc_rnshmc.RNSHMC` (``exploration_steps``, ``path_length``,
+        ``target_accept``, ``surrogate_target_accept``, NUTS options); ``surrogate_target_accept``
+        defaults to 0.9. With ``grid="full"`` the step size is adapted on the exact acceptance,
+        towards ``surrogate_target_accept`` (0.8 by default there).
 
     Notes
     -----
-    Sampler statistics: those of :class:`RNSHMC` plus ``steps_outside_domain``, the leapfrog
-    steps of the draw that used the exact gradient because they were outside the box (also
+    Sampler statistics: those of :class:`~pymc_rnshmc.RNSHMC` plus ``steps_outside_domain``, the
+    leapfrog steps of the draw that used the exact gradient because they were outside the box (also
     counted in ``n_gradient_evals``), and ``approximate_test``, whether the draw's Metropolis
     test used the grid's potential (only with ``exact_acceptance=False``). The precomputation
     is reported in ``step.surrogate.report`` and counts in the wall time of ``pm.sample``.
@@ -102,13 +105,6 @@ class SparseGridHMC(RNSHMC):
 
     name = "sparse_grid_hmc"
     stats_dtypes_shapes = SPARSE_GRID_HMC_STATS
-    _state_class = RNSHMCState
-    # The trajectory simulations call the grid's gradient hundreds of thousands of times:
-    # shorter simulated chains keep the setup short.
-    _simulated_draws = 100
-    # The short exploration's integration times refer to a barely adapted mass matrix (as in
-    # ARNSHMC): let the candidates reach a quarter oscillation in a whitening metric.
-    _shortest_jump = 0.25
 
     def __init__(
         self,
@@ -131,9 +127,11 @@ class SparseGridHMC(RNSHMC):
             raise ValueError(f"domain must be one of {DOMAINS}, got {domain!r}.")
         if grid not in ("sparse", "full"):
             raise ValueError(f"grid must be 'sparse' or 'full', got {grid!r}.")
-        for option in ("surrogate", "n_hidden", "hidden_units", "activation", "quadratic"):
+        for option in ("surrogate", *NETWORK_OPTIONS):
             if option in kwargs:
-                raise TypeError(f"SparseGridHMC does not take `{option}` (a RNSHMC option).")
+                raise TypeError(
+                    f"SparseGridHMC does not take `{option}` (an option of RNSHMC's network)."
+                )
         self.grid = grid
         self.domain = domain
         self.quadratic_base = bool(quadratic_base)
@@ -141,8 +139,8 @@ class SparseGridHMC(RNSHMC):
         self.max_points = max_points
         self.exact_acceptance = bool(exact_acceptance)
         kwargs.setdefault("surrogate_target_accept", 0.8 if grid == "full" else 0.9)
-        super().__init__(vars, **kwargs)
-        dim = self._exact_logp.size
+        super().__init__(vars, surrogate=None, schedule=SPARSE_GRID_SCHEDULE, **kwargs)
+        dim = self.exact_model.size
         if grid == "sparse":
             if cells_per_dimension is not None:
                 raise ValueError("cells_per_dimension is for grid='full'; use `level`.")
@@ -158,29 +156,12 @@ class SparseGridHMC(RNSHMC):
             self.level = None
             self.cells_per_dimension = choose_cells(dim, cells_per_dimension, max_points)
 
-    def _start_chain(self) -> None:
-        super()._start_chain()
-        self._approximate_tests = 0
-        # Leaving the box is how the method works, not a surrogate failure to warn about.
-        self._warned_exact_forces = True
-
-    def _exploration_length(self) -> int:
-        if self.exploration_steps is not None:
-            return self.exploration_steps
-        if self._tune_steps is not None:
-            return max(min(50, self._tune_steps), round(0.2 * self._tune_steps))
-        return 200
-
-    @staticmethod
-    def _minimum_training_points(dim: int) -> int:
-        return dim + 2
-
     def _new_surrogate(self) -> BoxSurrogate:
         options = {
             "mass": self.mass,
             "domain": self.domain,
-            "exact_potential": self._exact_potential_rows,
-            "exact_potential_and_gradient": self._exact_potential_and_gradient,
+            "exact_potential": self.exact_model.potentials,
+            "exact_potential_and_gradient": self.exact_model.potential_and_gradient,
         }
         if self.grid == "full":
             return ForceMapSurrogate(self.cells_per_dimension, **options)
@@ -191,77 +172,29 @@ class SparseGridHMC(RNSHMC):
             **options,
         )
 
-    @staticmethod
-    def _describe_fit(report) -> str:
-        size = (
-            f"a level-{report.level} sparse grid of {report.n_points} points"
-            if report.grid == "sparse"
-            else f"a force map of {report.n_points} cells"
+    def _correction(self) -> Correction:
+        if self.exact_acceptance or self.phase != Phase.SURROGATE:
+            return super()._correction()
+        return ApproximateMetropolis(self.surrogate.potential, self.Emax)
+
+    def _after_fit(self) -> None:
+        if self.exact_acceptance:
+            return
+        self._cache = None  # the cached exact logp is not the approximate target's
+        warnings.warn(
+            "SparseGridHMC(exact_acceptance=False) uses the grid's potential in the "
+            "Metropolis test inside the box, so the draws come from an approximation of the "
+            "posterior, not the posterior itself. Kullback-Leibler divergence bound "
+            f"2 max|U - U~| = {self.surrogate.report.kl_bound:.3g} (estimated on the grid "
+            "and the exploration draws). Use exact_acceptance=True for exact draws.",
+            SurrogateWarning,
+            stacklevel=2,
         )
-        return (
-            f": {size} in a {report.domain} box (half-width {report.half_width:.2f}), "
-            f"{report.n_points} + {report.n_laplace_evaluations} exact evaluations in "
-            f"{report.seconds:.2g} s, estimated largest error of the potential "
-            f"{report.max_potential_error:.2g}"
-        )
 
-    @staticmethod
-    def _extra_metrics(surrogate: BoxSurrogate) -> tuple:
-        # The box's Gaussian approximation (Laplace or exploration) is a dense metric candidate.
-        factor = surrogate.box.factor
-        try:
-            return (DenseMetric(factor @ factor.T),)
-        except np.linalg.LinAlgError:
-            return ()
-
-    @staticmethod
-    def _simulation_surrogate(surrogate: BoxSurrogate) -> BoxSurrogate:
-        # Outside the box the sampler uses exact evaluations; simulations use the quadratic
-        # of the box's Gaussian approximation there instead, at no cost.
-        return surrogate.extended_by_quadratic()
-
-    def _fit_surrogate(self, end_of_tuning: bool) -> None:
-        super()._fit_surrogate(end_of_tuning)
-        if self.phase == SURROGATE and not self.exact_acceptance:
-            self._cache = None  # the cached exact logp is not the approximate target's
-            warnings.warn(
-                "SparseGridHMC(exact_acceptance=False) uses the grid's potential in the "
-                "Metropolis test inside the box, so the draws come from an approximation of the "
-                "posterior, not the posterior itself. Kullback-Leibler divergence bound "
-                f"2 max|U - U~| = {self.surrogate.report.kl_bound:.3g} (estimated on the grid "
-                "and the exploration draws). Use exact_acceptance=True for exact draws.",
-                SurrogateWarning,
-                stacklevel=2,
-            )
-
-    def _exact_potential_rows(self, positions: np.ndarray) -> np.ndarray:
-        # A loop: vectorizing the model's logp graph over rows (pytensor's vectorize_graph)
-        # took 9-34 s to compile and was no faster per row on the benchmark workloads.
-        return -np.array([self._exact_logp(position) for position in np.atleast_2d(positions)])
-
-    def _target_logp(self, position: np.ndarray) -> tuple[float, int]:
-        if not self.exact_acceptance and self.phase == SURROGATE:
-            value = float(self.surrogate.potential(position))
-            if np.isfinite(value):
-                self._approximate_tests += 1
-                return -value, 0
-        return super()._target_logp(position)
-
-    def _adaptation_accept(self, accept: float, integrator_accept: float) -> float:
-        # A piecewise-constant force is the gradient of no potential: measured against any
-        # continuous one, its dynamics lose energy that no step size can save, and adapting on
-        # that shrank the step tenfold. The exact acceptance is the honest signal here.
-        return accept if self.grid == "full" else integrator_accept
-
-    def _surrogate_potential(self, position: np.ndarray, exact_logp: float) -> float:
-        # eq. 3.11: the grid inside the box (NaN outside), the exact potential outside
-        value = float(self.surrogate.potential(position))
-        return value if np.isfinite(value) else -float(exact_logp)
-
-    def astep(self, q0):
-        self._approximate_tests = 0
-        q_new, (stats,) = super().astep(q0)
-        used = stats["used_surrogate"]
-        stats["steps_outside_domain"] = self._exact_forces if used else 0
-        stats["approximate_test"] = bool(used and self._approximate_tests > 0)
-        return q_new, [stats]
+    def _after_draw(self, result: DrawResult | None) -> dict[str, Any]:
+        if result is None:
+            return {"steps_outside_domain": 0, "approximate_test": False}
+        return {
+            "steps_outside_domain": result.exact_forces,
+            "approximate_test": result.approximate_test,
+        }

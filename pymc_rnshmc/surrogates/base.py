@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["PotentialSurrogate"]
+__all__ = [
+    "Capabilities",
+    "PotentialSurrogate",
+    "approximate_covariance",
+    "fit_summary",
+    "for_simulation",
+]
 
 
 @runtime_checkable
@@ -36,3 +43,55 @@ class PotentialSurrogate(Protocol):
     def gradient(self, position: np.ndarray) -> np.ndarray:
         """Surrogate ``grad U`` at one point."""
         ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a surrogate declares beyond :class:`PotentialSurrogate` (read with :meth:`of`).
+
+    Attributes
+    ----------
+    online : bool
+        ``online_estimator(positions, potentials, gradients)`` returns a learner whose
+        ``updated_surrogate()`` includes every point ``add``-ed since (ARNSHMC needs it).
+    defined_everywhere : bool
+        Finite everywhere by design. ``False`` (a grid's box): NaN outside its domain is how it
+        works, and the exact potential and gradient are used there.
+    gradient_field : bool
+        The force is the gradient of the surrogate potential. ``False`` for a piecewise-constant
+        force map, whose energy the step size cannot be adapted on.
+    """
+
+    online: bool = False
+    defined_everywhere: bool = True
+    gradient_field: bool = True
+
+    @classmethod
+    def of(cls, surrogate) -> Capabilities:
+        """The capabilities a surrogate declares (attributes of the same names, else defaults)."""
+        return cls(
+            online=callable(getattr(surrogate, "online_estimator", None)),
+            defined_everywhere=bool(getattr(surrogate, "defined_everywhere", True)),
+            gradient_field=bool(getattr(surrogate, "is_gradient_field", True)),
+        )
+
+
+def for_simulation(surrogate):
+    """The surrogate as trajectory simulations see it: finite everywhere, no exact evaluations.
+
+    A surrogate defined only in a domain offers ``for_simulation()``; others are used as they are.
+    """
+    method = getattr(surrogate, "for_simulation", None)
+    return method() if callable(method) else surrogate
+
+
+def approximate_covariance(surrogate) -> np.ndarray | None:
+    """A posterior covariance the surrogate suggests as a metric candidate, if it has one."""
+    method = getattr(surrogate, "approximate_covariance", None)
+    return method() if callable(method) else None
+
+
+def fit_summary(surrogate) -> str:
+    """One phrase on the fit for the log (empty if the surrogate has no report)."""
+    summary = getattr(getattr(surrogate, "report", None), "summary", None)
+    return summary() if callable(summary) else ""

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from pymc_rnshmc import ARNSHMC
+from pymc_rnshmc.hmc.force_field import ForceField
 from pymc_rnshmc.step_methods.arnshmc import refresh_probability
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import (
@@ -239,7 +240,7 @@ def test_without_the_tuning_length_postponement_is_bounded():
     while not used and draws < 400:
         point, stats = step.step(point)
         used, draws = stats[0]["used_surrogate"], draws + 1
-    assert used and draws <= step._latest_start() + 1 < 400
+    assert used and draws <= step.schedule.latest_start(None, 3) + 1 < 400
 
 
 def test_a_refresh_replaces_the_cached_start_gradient():
@@ -251,8 +252,10 @@ def test_a_refresh_replaces_the_cached_start_gradient():
     for _ in range(EXPLORATION + 5):
         point, _ = step.step(point)
     before = step.surrogate
-    position = step._cache[0].copy()
+    position = step._cache.position.copy()
     step._update_surrogate()  # a_t = 1: refreshes
-    assert step.surrogate is not before and len(step._cache) == 3
-    _, _, gradient, _ = step._current_state(position)
-    np.testing.assert_array_equal(gradient, step.surrogate.gradient(position))
+    assert step.surrogate is not before and step._cache.force is None
+    force_field = ForceField(step.surrogate.gradient, step._exact_gradient, step._force_bound)
+    point, n_evals, _ = step._current_point(position, force_field)
+    assert n_evals == 0  # the exact logp stays cached
+    np.testing.assert_array_equal(point.force, step.surrogate.gradient(position))

@@ -176,6 +176,20 @@ class GridReport:
         """``2 max |U - U~|`` (Theorem 5.1 of the sparse-grid HMC paper)."""
         return 2.0 * self.max_potential_error
 
+    def summary(self) -> str:
+        """One phrase for the step's log."""
+        size = (
+            f"a level-{self.level} sparse grid of {self.n_points} points"
+            if self.grid == "sparse"
+            else f"a force map of {self.n_points} cells"
+        )
+        return (
+            f": {size} in a {self.domain} box (half-width {self.half_width:.2f}), "
+            f"{self.n_points} + {self.n_laplace_evaluations} exact evaluations in "
+            f"{self.seconds:.2g} s, estimated largest error of the potential "
+            f"{self.max_potential_error:.2g}"
+        )
+
 
 class BoxSurrogate:
     """A precomputed approximation of the potential inside a box, NaN outside it.
@@ -200,6 +214,8 @@ class BoxSurrogate:
     grid = ""
     level: int | None = None
     cells_per_dimension: int | None = None
+    defined_everywhere = False
+    is_gradient_field = True
 
     def __init__(
         self,
@@ -312,6 +328,14 @@ class BoxSurrogate:
         extended = copy.copy(self)
         extended._outside_quadratic = True
         return extended
+
+    def for_simulation(self) -> BoxSurrogate:
+        """The version the trajectory simulations use: :meth:`extended_by_quadratic`."""
+        return self.extended_by_quadratic()
+
+    def approximate_covariance(self) -> np.ndarray:
+        """Covariance of the Gaussian approximation that placed the box (a metric candidate)."""
+        return self.box.factor @ self.box.factor.T
 
     def contains(self, positions: np.ndarray) -> np.ndarray | bool:
         """Whether points ``(d,)`` or rows ``(n, d)`` lie in the box."""

@@ -66,6 +66,9 @@ class ForceMapSurrogate(BoxSurrogate):
     """
 
     grid = "full"
+    # A piecewise-constant force is the gradient of no potential: measured against any
+    # continuous one, its dynamics lose energy that no step size can save.
+    is_gradient_field = False
 
     def __init__(self, cells_per_dimension: int, **box_options) -> None:
         super().__init__(**box_options)

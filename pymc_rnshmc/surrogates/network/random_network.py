@@ -83,6 +83,13 @@ class FitReport:
     seconds: float
     weight_scale: float = 1.0
 
+    def summary(self) -> str:
+        """One phrase for the step's log."""
+        return (
+            f" in {self.seconds:.2g} s ({self.n_hidden} hidden units, weight scale "
+            f"{self.weight_scale:g}, held-out gradient error {self.gradient_error:.1%})"
+        )
+
 
 def default_n_hidden(n_points: int, dim: int, with_gradients: bool) -> int:
     """Hidden units for ``n_points`` training points.
@@ -132,6 +139,9 @@ class RandomNetworkSurrogate:
     .. [2] Huang, G.-B., Zhu, Q.-Y., & Siew, C.-K. (2006). Extreme learning machine: theory and
        applications. Neurocomputing, 70, 489-501.
     """
+
+    defined_everywhere = True
+    is_gradient_field = True
 
     def __init__(
         self,

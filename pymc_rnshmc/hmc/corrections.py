@@ -1,0 +1,150 @@
+"""Corrections of surrogate HMC: keep or reject a proposal, asking the exact model only when needed.
+
+A leapfrog move is deterministic, reversible and volume preserving for any fixed force field,
+so the Metropolis test on the *exact* Hamiltonian ``H = U + K`` makes the draw a Markov
+transition that leaves the posterior invariant, whatever the surrogate. The opt-in approximate
+test (the sparse-grid paper's "complete" variant) fills the same slot with a target that uses
+the surrogate where it is defined, and says so (``exact = False``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from pymc_rnshmc.hmc.acceptance import metropolis_accept
+from pymc_rnshmc.hmc.proposals import Move
+
+__all__ = [
+    "ApproximateMetropolis",
+    "Correction",
+    "Decision",
+    "Evaluation",
+    "ExactMetropolis",
+]
+
+
+class Evaluation(NamedTuple):
+    """The target at one point: ``logp`` and, if computed, ``grad U = -grad logp``.
+
+    ``exact`` is ``False`` when an approximate test took ``logp`` from the surrogate.
+    """
+
+    position: np.ndarray
+    logp: float
+    potential_gradient: np.ndarray | None = None
+    exact: bool = True
+
+
+class Decision(NamedTuple):
+    """A correction's verdict on a move.
+
+    ``end`` is the target at the move's end (``None`` if it was not evaluated); ``divergence``
+    says why the move could not be judged (``None`` if it could).
+    """
+
+    accept: float
+    accepted: bool
+    energy_change: float
+    end: Evaluation | None
+    divergence: str | None
+
+
+class Correction(Protocol):
+    """Keeps or rejects a move; draws exactly one uniform from ``rng`` per move."""
+
+    exact: bool
+
+    def target(
+        self, position: np.ndarray, evaluate: Callable[[np.ndarray], Evaluation]
+    ) -> Evaluation: ...
+
+    def decide(
+        self,
+        start_logp: float,
+        move: Move,
+        evaluate: Callable[[np.ndarray], Evaluation],
+        rng: np.random.Generator,
+    ) -> Decision: ...
+
+
+class ExactMetropolis:
+    """Metropolis on the exact Hamiltonian: ``min(1, exp(-(H(end) - H(start))))``.
+
+    Parameters
+    ----------
+    max_energy_change : float
+        A larger (or non-finite) energy change is a divergence (PyMC's ``Emax``).
+    """
+
+    exact = True
+
+    def __init__(self, max_energy_change: float) -> None:
+        self.max_energy_change = float(max_energy_change)
+
+    def target(
+        self, position: np.ndarray, evaluate: Callable[[np.ndarray], Evaluation]
+    ) -> Evaluation:
+        """The target the test uses at ``position``: the exact model's, from ``evaluate``."""
+        return evaluate(position)
+
+    def decide(
+        self,
+        start_logp: float,
+        move: Move,
+        evaluate: Callable[[np.ndarray], Evaluation],
+        rng: np.random.Generator,
+    ) -> Decision:
+        """Evaluate the target at the move's end (unless the move failed) and test."""
+        divergence, end, logp = None, None, -np.inf
+        if move.failed:
+            divergence = "The surrogate gradient or the trajectory became non-finite."
+        else:
+            end = self.target(move.position, evaluate)
+            logp = end.logp
+            if not np.isfinite(logp):
+                divergence = f"The model's logp is {logp} at the proposal."
+        energy_change = np.inf
+        if divergence is None:
+            start_energy = move.start_kinetic - start_logp
+            with np.errstate(over="ignore", invalid="ignore"):
+                energy_change = (move.end_kinetic - logp) - start_energy
+            if not np.isfinite(energy_change) or abs(energy_change) > self.max_energy_change:
+                divergence = (
+                    f"Energy change {energy_change:.3g} exceeds Emax = {self.max_energy_change}."
+                )
+        accept, accepted = metropolis_accept(energy_change, rng)
+        return Decision(accept, accepted and divergence is None, energy_change, end, divergence)
+
+
+class ApproximateMetropolis(ExactMetropolis):
+    """Metropolis on ``U~ + K`` where ``U~`` is defined, on the exact ``H`` elsewhere.
+
+    The chain then targets ``exp(-U~)`` inside the surrogate's domain, not the posterior.
+
+    Parameters
+    ----------
+    surrogate_potential : callable
+        ``q -> U~(q)``, NaN where the surrogate is not defined.
+    max_energy_change : float
+        As for :class:`ExactMetropolis`.
+    """
+
+    exact = False
+
+    def __init__(
+        self, surrogate_potential: Callable[[np.ndarray], float], max_energy_change: float
+    ) -> None:
+        super().__init__(max_energy_change)
+        self.surrogate_potential = surrogate_potential
+
+    def target(
+        self, position: np.ndarray, evaluate: Callable[[np.ndarray], Evaluation]
+    ) -> Evaluation:
+        """``-U~`` where the surrogate is defined (no exact evaluation), else ``evaluate``."""
+        value = float(self.surrogate_potential(position))
+        if np.isfinite(value):
+            return Evaluation(position, -value, exact=False)
+        return evaluate(position)

@@ -1,0 +1,42 @@
+"""The random-network options that RNSHMC and ARNSHMC share, turned into a surrogate."""
+
+from __future__ import annotations
+
+from pymc_rnshmc.surrogates import PotentialSurrogate, RandomNetworkSurrogate
+
+__all__ = ["NETWORK_OPTIONS", "network_surrogate"]
+
+NETWORK_OPTIONS = ("n_hidden", "hidden_units", "activation", "quadratic", "penalty")
+
+
+def network_surrogate(
+    surrogate: PotentialSurrogate | None = None,
+    *,
+    n_hidden: int | None = None,
+    hidden_units: str = "additive",
+    activation: str = "softplus",
+    quadratic: bool = True,
+    penalty: float | None = None,
+) -> PotentialSurrogate:
+    """The given surrogate (checked), or a random network with these options.
+
+    Raises
+    ------
+    TypeError
+        ``surrogate`` is a class, or lacks ``fit``, ``potential`` or ``gradient``.
+    """
+    if surrogate is None:
+        return RandomNetworkSurrogate(
+            n_hidden=n_hidden,
+            hidden_units=hidden_units,
+            activation=activation,
+            quadratic=quadratic,
+            penalty=penalty,
+        )
+    if isinstance(surrogate, type) or not isinstance(surrogate, PotentialSurrogate):
+        raise TypeError(
+            "surrogate must be an instance (not a class) providing fit(positions, "
+            f"potentials, gradients, rng), potential(positions) and gradient(position); got "
+            f"{surrogate!r}."
+        )
+    return surrogate

@@ -1,0 +1,117 @@
+"""When a surrogate HMC chain stops exploring, how much it trains on, and when it may postpone.
+
+The policy that Stan keeps in its services layer. ``pm.sample`` offers a step only ``tune``,
+``stop_tuning()`` and, on PyMC 6, ``setup_chain(rng, tune, draws)``, so the policy lives with the
+step, as plain data: one :class:`ExplorationSchedule` per sampler.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["ARNSHMC_SCHEDULE", "RNSHMC_SCHEDULE", "SPARSE_GRID_SCHEDULE", "ExplorationSchedule"]
+
+
+@dataclass(frozen=True)
+class ExplorationSchedule:
+    """How long the exact exploration runs before the first fit, and what the fit uses.
+
+    Attributes
+    ----------
+    tuning_share : float
+        Exploration length as a share of ``tune`` (PyMC 6 tells the step ``tune``). With
+        ``early``, the latest start instead.
+    without_tuning_length : int
+        Exploration length on PyMC 5, which does not tell the step ``tune``.
+    shortest : int
+        At least this many exploration draws (at most ``tune``).
+    per_dimension : float
+        ... and, with ``early``, at least this many per dimension.
+    early : bool
+        Start after ``max(shortest, per_dimension * d)`` draws and postpone (by
+        ``postpone_factor``) while the fit is poor, up to the latest start.
+    postpone_factor : float
+        A postponed start waits until this many times the draws explored so far.
+    postponements_without_tuning_length : int
+        On PyMC 5, the latest start is the first one postponed this many times.
+    points_per_dimension, points_constant : int
+        The first fit needs ``points_per_dimension * d + points_constant`` training draws.
+    training_share : float
+        Share of the last exploration draws trained on (the first ones may still be burning in).
+    shortest_jump : float
+        Floor of the NUTS jump the path-length candidates are built around: a short exploration
+        has barely adapted its metric, and in a whitening metric a quarter oscillation is
+        ``pi / 2``.
+    simulated_draws : int
+        Length of each simulated chain when the trajectory settings are chosen.
+    """
+
+    tuning_share: float = 0.7
+    without_tuning_length: int = 700
+    shortest: int = 1
+    per_dimension: float = 0.0
+    early: bool = False
+    postpone_factor: float = 1.5
+    postponements_without_tuning_length: int = 4
+    points_per_dimension: int = 2
+    points_constant: int = 2
+    training_share: float = 0.75
+    shortest_jump: float = 0.0
+    simulated_draws: int = 100
+
+    def exploration_length(self, tune: int | None, dim: int) -> int:
+        """Exact draws before the first fit, for ``tune`` tuning draws (``None``: unknown)."""
+        if self.early:
+            return min(self._early_length(dim), self.latest_start(tune, dim))
+        if tune is None:
+            return self.without_tuning_length
+        return max(min(self.shortest, tune), round(self.tuning_share * tune))
+
+    def latest_start(self, tune: int | None, dim: int) -> int:
+        """The last draw at which a postponed start may still happen."""
+        if tune is not None:
+            return max(1, round(self.tuning_share * tune))
+        latest = self._early_length(dim)
+        for _ in range(self.postponements_without_tuning_length):
+            latest = math.ceil(self.postpone_factor * latest)
+        return min(self.without_tuning_length, latest)
+
+    def postponed_start(self, draws_so_far: int) -> int:
+        """The next try after a start postponed at ``draws_so_far``."""
+        return math.ceil(self.postpone_factor * draws_so_far)
+
+    def minimum_points(self, dim: int) -> int:
+        """Training draws the first fit needs in ``dim`` dimensions."""
+        return self.points_per_dimension * dim + self.points_constant
+
+    def training_size(self, n_explored: int) -> int:
+        """How many of the last ``n_explored`` exploration draws to train on."""
+        return max(1, round(self.training_share * n_explored))
+
+    def _early_length(self, dim: int) -> int:
+        return max(self.shortest, math.ceil(self.per_dimension * dim))
+
+
+RNSHMC_SCHEDULE = ExplorationSchedule()
+"""Explore for 70 % of tuning (700 draws on PyMC 5); a quadratic needs ``2 d + 2`` points."""
+
+ARNSHMC_SCHEDULE = ExplorationSchedule(
+    shortest=50,
+    per_dimension=1.5,
+    early=True,
+    points_per_dimension=1,
+    shortest_jump=0.25,
+)
+"""Start after ``max(50, 1.5 d)`` draws, postponed by half again while the fit is poor, at
+latest at 70 % of tuning; the held-out check judges whether ``d + 2`` points suffice."""
+
+SPARSE_GRID_SCHEDULE = ExplorationSchedule(
+    tuning_share=0.2,
+    without_tuning_length=200,
+    shortest=50,
+    points_per_dimension=1,
+    shortest_jump=0.25,
+)
+"""Explore for 20 % of tuning, at least 50 draws (200 on PyMC 5): the exploration only places
+the box and the grid is evaluated afresh."""

@@ -1,0 +1,674 @@
+"""SurrogateHMC: the PyMC step that every surrogate sampler of this package configures.
+
+A chain's lifecycle, one short method each:
+
+1. explore exactly: PyMC's NUTS, with its adaptation, recording every draw
+   (:meth:`SurrogateHMC._hamiltonian_step`) until the schedule's exploration length;
+2. fit a surrogate to the record (:meth:`SurrogateHMC._fit_candidate`);
+3. choose the dynamics, metric, step size and path length, by simulating on the surrogate
+   (:meth:`SurrogateHMC._choose_dynamics`);
+4. sample: a surrogate proposal corrected by the exact model (:meth:`SurrogateHMC._surrogate_draw`).
+
+The hot path of a draw after tuning: ``step`` -> ``astep`` -> ``_surrogate_draw``: the cached
+:class:`~pymc_rnshmc.step_methods.state.CachedPoint` -> ``proposal.propose`` (leapfrog on the
+:class:`~pymc_rnshmc.hmc.force_field.ForceField`, one surrogate gradient per step) ->
+``correction.decide`` (one exact ``logp``) -> :class:`~pymc_rnshmc.step_methods.state.DrawResult`
+-> ``_stats``.
+
+Configurations change behaviour through the constructor's parts (the surrogate, the schedule,
+``start_error``) and six hooks: ``_new_surrogate``, ``_correction``, ``_after_fit``,
+``_before_draw``, ``_evaluate_end`` and ``_after_draw``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+from pymc.blocking import RaveledVars
+from pymc.exceptions import SamplingError
+from pymc.model import modelcontext
+from pymc.stats.convergence import SamplerWarning, WarningType
+from pymc.step_methods.compound import Competence
+from pymc.step_methods.hmc.base_hmc import BaseHMC
+from pymc.step_methods.hmc.nuts import NUTS, NUTSState
+from pymc.step_methods.state import dataclass_state
+from pymc.step_methods.step_sizes import DualAverageAdaptation
+from pymc.vartypes import continuous_types
+
+from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
+from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateFitError, SurrogateWarning
+from pymc_rnshmc.hmc.corrections import Correction, Evaluation, ExactMetropolis
+from pymc_rnshmc.hmc.force_field import ForceField, force_bound
+from pymc_rnshmc.hmc.metrics import DenseMetric
+from pymc_rnshmc.hmc.proposals import LeapfrogProposal
+from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
+from pymc_rnshmc.step_methods.blas import single_blas_thread
+from pymc_rnshmc.step_methods.exact_model import ExactModel
+from pymc_rnshmc.step_methods.exploration import ExplorationRecord
+from pymc_rnshmc.step_methods.reporting import (
+    SURROGATE_HMC_STATS,
+    nuts_stats_to_surrogate_stats,
+    progressbar_config,
+    progressbar_update,
+)
+from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule
+from pymc_rnshmc.step_methods.state import CachedPoint, DrawResult, Phase
+from pymc_rnshmc.step_methods.trajectory_candidates import choose_trajectory, rows
+from pymc_rnshmc.step_methods.variables import continuous_value_vars
+from pymc_rnshmc.surrogates.base import (
+    Capabilities,
+    approximate_covariance,
+    fit_summary,
+    for_simulation,
+)
+
+__all__ = ["SurrogateHMC", "SurrogateHMCState"]
+
+_log = logging.getLogger("pymc.rnshmc")
+_DUAL_AVERAGING = ("gamma", "k", "t0")
+"""PyMC's dual-averaging hyperparameters, as ``BaseHMC`` takes them."""
+
+
+@dataclass_state
+class SurrogateHMCState(NUTSState):
+    """A chain's state: NUTS's plus the surrogate, the dynamics and the record (PyMC copies it)."""
+
+    phase: Phase
+    surrogate: Any
+    trajectory_choice: Any
+    setup_seconds: float
+    _proposal: Any
+    _record: ExplorationRecord
+    _tune_steps: int | None
+    _cache: CachedPoint | None
+    _step_size_bounds: tuple
+    _force_bound: Any
+    _postponed_until: int | None
+    _warned_exact_forces: bool
+
+
+class SurrogateHMC(NUTS):
+    r"""Surrogate HMC: explore with exact NUTS, fit a surrogate, propose with it, correct exactly.
+
+    Not used directly: :class:`~pymc_rnshmc.RNSHMC`, :class:`~pymc_rnshmc.ARNSHMC` and
+    :class:`~pymc_rnshmc.SparseGridHMC` configure it. After the exploration, each draw moves
+    with the surrogate's dynamics and is accepted by the Metropolis test on the exact
+    Hamiltonian, so for a fixed surrogate every draw is a Markov transition that leaves the
+    posterior invariant, however good or bad the surrogate.
+
+    Parameters
+    ----------
+    vars : list, optional
+        Continuous variables to sample; default all continuous variables of the model.
+    surrogate : PotentialSurrogate
+        The unfitted surrogate each chain fits a copy of.
+    schedule : ExplorationSchedule
+        When the exploration ends and what the first fit uses.
+    exploration_steps : int, optional
+        Exact NUTS draws before the first fit (default from ``schedule``).
+    training_window : int, optional
+        How many of the last exploration draws to train on (default from ``schedule``).
+    path_length : float, optional
+        Integration time of the surrogate trajectories (default: chosen by simulation).
+    max_steps : int
+        Largest number of leapfrog steps of a surrogate trajectory.
+    target_accept : float
+        Target acceptance of the exploration NUTS.
+    surrogate_target_accept : float
+        Target acceptance of the surrogate dynamics on the surrogate's own Hamiltonian.
+    start_error : float, optional
+        Start the surrogate dynamics only with a fit whose held-out gradient error is below
+        this, postponing while the schedule allows; ``None`` starts with any fit.
+    **kwargs
+        Passed on to :class:`pymc.NUTS`.
+
+    References
+    ----------
+    .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
+       using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
+    """
+
+    default_blocked = True
+    stats_dtypes_shapes = SURROGATE_HMC_STATS
+    _state_class = SurrogateHMCState
+
+    def __init__(
+        self,
+        vars=None,
+        *,
+        surrogate,
+        schedule: ExplorationSchedule = RNSHMC_SCHEDULE,
+        exploration_steps: int | None = None,
+        training_window: int | None = None,
+        path_length: float | None = None,
+        max_steps: int = 1024,
+        target_accept: float = 0.8,
+        surrogate_target_accept: float = 0.95,
+        start_error: float | None = None,
+        model=None,
+        **kwargs,
+    ) -> None:
+        model = modelcontext(model)
+        check_probability("target_accept", target_accept)
+        self.surrogate_target_accept = check_probability(
+            "surrogate_target_accept", surrogate_target_accept
+        )
+        self.exploration_steps = check_positive_integer(
+            "exploration_steps", exploration_steps, allow_none=True
+        )
+        self.training_window = check_positive_integer(
+            "training_window", training_window, allow_none=True
+        )
+        self.user_path_length = check_positive_number("path_length", path_length, allow_none=True)
+        self.max_steps = check_positive_integer("max_steps", max_steps)
+        self.start_error = start_error
+        self.schedule = schedule
+        self._surrogate_template = surrogate
+        defaults = inspect.signature(BaseHMC.__init__).parameters
+        self._dual_averaging = tuple(
+            kwargs.get(name, defaults[name].default) for name in _DUAL_AVERAGING
+        )
+        vars = continuous_value_vars(vars, model, type(self).__name__)
+        super().__init__(vars, model=model, target_accept=target_accept, **kwargs)
+        self.exact_model = ExactModel(
+            model, self.vars, kwargs.get("initial_point"), self.dtype, self._logp_dlogp_func
+        )
+        self._tune_steps = None
+        self._start_chain()
+
+    @property
+    def dtype(self) -> str:
+        """Floating-point type of the sampled vector."""
+        return self._logp_dlogp_func.dtype
+
+    @property
+    def path_length(self) -> float | None:
+        """Integration time of the surrogate trajectories (``None`` until chosen)."""
+        return self.user_path_length if self._proposal is None else self._proposal.path_length
+
+    # ----------------------------------------------------------------- chain lifecycle
+    def _start_chain(self) -> None:
+        """Forget everything learned on a previous chain."""
+        self.phase = Phase.EXPLORATION
+        self.surrogate = None
+        self.trajectory_choice = None
+        self.setup_seconds = 0.0
+        self._proposal = None
+        self._record = ExplorationRecord(self.exact_model.size)
+        self._cache = None
+        self._step_size_bounds = (0.0, np.inf)
+        self._force_bound = None
+        self._postponed_until = None
+        self._warned_exact_forces = False
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:  # PyMC >= 6
+        self._tune_steps = int(tune)
+        super().setup_chain(rng, tune, draws)
+        self._start_chain()
+
+    def set_rng(self, rng) -> None:  # PyMC 5
+        super().set_rng(rng)
+        self._start_chain()
+
+    def reset_tuning(self, start=None) -> None:
+        super().reset_tuning(start)
+        self._start_chain()
+
+    def stop_tuning(self) -> None:
+        if self.phase == Phase.EXPLORATION:
+            self._fit(end_of_tuning=True)
+        super().stop_tuning()
+
+    def _exploration_length(self) -> int:
+        if self._postponed_until is not None:
+            return self._postponed_until
+        if self.exploration_steps is not None:
+            return self.exploration_steps
+        return self.schedule.exploration_length(self._tune_steps, self.exact_model.size)
+
+    # ----------------------------------------------------------------- stepping
+    def step(self, point):
+        self.exact_model.set_extra_values(point)
+        return super().step(point)
+
+    def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
+        perf_start, process_start = time.perf_counter(), time.process_time()
+        self._before_draw()
+        if self.phase == Phase.EXPLORATION and self.tune:
+            if self.iter_count >= self._exploration_length():
+                self._fit(end_of_tuning=False)
+        if self.phase == Phase.SURROGATE:
+            result = self._surrogate_draw(q0.data)
+            q_new, stats = RaveledVars(result.end.position, q0.point_map_info), self._stats(result)
+            self.iter_count += 1
+        else:
+            result = None
+            q_new, (stats,) = self._exact_draw(q0)
+        stats.update(self._after_draw(result))
+        stats["perf_counter_start"] = perf_start
+        stats["perf_counter_diff"] = time.perf_counter() - perf_start
+        stats["process_time_diff"] = time.process_time() - process_start
+        return q_new, [stats]
+
+    def _exact_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
+        """An exact NUTS draw (exploration, or no usable surrogate)."""
+        q_new, (stats,) = super().astep(q0)
+        stats = nuts_stats_to_surrogate_stats(stats)
+        extras = self.exact_model.extra_values()
+        self._cache = CachedPoint(q_new.data.copy(), stats["model_logp"], extras)
+        return q_new, [stats]
+
+    def _hamiltonian_step(self, start, p0, step_size):
+        result = super()._hamiltonian_step(start, p0, step_size)
+        if self.tune and self.phase == Phase.EXPLORATION:
+            end = result.end
+            self._record.append(
+                end.q.data,
+                -float(end.logp),
+                -np.asarray(end.q_grad),
+                jump=abs(int(end.index_in_trajectory)) * float(step_size),
+                tree_length=float(result.stats["tree_size"]) * float(step_size),
+            )
+        return result
+
+    # ----------------------------------------------------------------- one surrogate draw
+    def _surrogate_draw(self, position: np.ndarray) -> DrawResult:
+        """Propose with the surrogate's dynamics from ``position``; correct with the target."""
+        force_field = ForceField(self.surrogate.gradient, self._exact_gradient, self._force_bound)
+        start, n_logp_evals, approximate = self._current_point(position, force_field)
+        correction = self._correction()
+        step_size = self._surrogate_step_size()
+        move = self._proposal.propose(position, start.force, force_field, step_size, self.rng)
+        decision = correction.decide(start.logp, move, self._evaluate_end, self.rng)
+        end = decision.end
+        end_surrogate, integrator_accept, surrogate_error = self._surrogate_agreement(
+            start, move, decision
+        )
+        if self.tune:
+            self.step_adapt.update(
+                self._adaptation_accept(decision.accept, integrator_accept), True
+            )
+        if decision.accepted:
+            point = CachedPoint(
+                move.position.copy(),
+                end.logp,
+                self.exact_model.extra_values(),
+                end_surrogate,
+                move.force,
+            )
+            energy = move.end_kinetic - end.logp
+        else:
+            point = start._replace(extras=self.exact_model.extra_values())
+            energy = move.start_kinetic - start.logp
+        self._cache = point
+        exact_end = end is not None and end.exact
+        exact_forces = force_field.exact_points
+        result = DrawResult(
+            end=point,
+            proposal=end,
+            accept=decision.accept,
+            accepted=decision.accepted,
+            energy=energy,
+            energy_change=decision.energy_change,
+            n_steps=move.n_steps,
+            step_size=step_size,
+            n_logp_evals=n_logp_evals + int(exact_end) + exact_forces,
+            n_gradient_evals=int(exact_end and end.potential_gradient is not None) + exact_forces,
+            exact_forces=exact_forces,
+            surrogate_error=surrogate_error,
+            integrator_accept=integrator_accept,
+            divergence=decision.divergence,
+            approximate_test=approximate or (end is not None and not end.exact),
+        )
+        self._note_exact_forces(result)
+        return result
+
+    def _current_point(
+        self, position: np.ndarray, force_field: ForceField
+    ) -> tuple[CachedPoint, int, bool]:
+        """The chain's point with everything the draw needs there.
+
+        Also returns the exact evaluations spent (0 when the previous draw left them cached)
+        and whether the target's ``logp`` came from an approximate test.
+        """
+        cache = self._cache
+        fresh = (
+            cache is not None
+            and np.array_equal(cache.position, position)
+            and self.exact_model.extras_unchanged(cache.extras)
+        )
+        if fresh and cache.force is not None:
+            return cache, 0, False
+        if fresh:
+            evaluation = Evaluation(position, cache.logp)
+            n_evals = 0
+        else:
+            evaluation = self._correction().target(position, self._evaluate_logp)
+            n_evals = int(evaluation.exact)
+        logp = evaluation.logp
+        if not np.isfinite(logp):
+            raise SamplingError(
+                f"Bad initial energy: the model's logp is {logp} at the current point. "
+                "Check the initial values with model.debug() or model.point_logps()."
+            )
+        surrogate_potential = self._surrogate_potential(position, logp)
+        force = np.asarray(force_field(position), dtype=float)
+        point = CachedPoint(
+            position.copy(), logp, self.exact_model.extra_values(), surrogate_potential, force
+        )
+        return point, n_evals, not evaluation.exact
+
+    def _surrogate_agreement(
+        self, start: CachedPoint, move, decision
+    ) -> tuple[float, float, float]:
+        """How the surrogate saw the move.
+
+        Returns the surrogate potential at the end, the integrator's acceptance on the
+        surrogate's own Hamiltonian, and how much the surrogate misjudged the potential change.
+        """
+        if move.failed:
+            return np.nan, 0.0, np.nan
+        end_logp = decision.end.logp
+        integrator_accept, surrogate_error = 0.0, np.nan
+        with np.errstate(over="ignore", invalid="ignore"):
+            end_surrogate = self._surrogate_potential(move.position, end_logp)
+            start_energy = move.start_kinetic - start.logp
+            surrogate_change = (
+                end_surrogate
+                - start.surrogate_potential
+                + move.end_kinetic
+                - (start_energy + start.logp)
+            )
+        if np.isfinite(surrogate_change):
+            integrator_accept = float(np.exp(min(0.0, -surrogate_change)))
+        if decision.divergence is None:
+            surrogate_error = (start.logp - end_logp) - (end_surrogate - start.surrogate_potential)
+        return end_surrogate, integrator_accept, surrogate_error
+
+    def _surrogate_potential(self, position: np.ndarray, target_logp: float) -> float:
+        """``U~`` of the trajectories' Hamiltonian.
+
+        The surrogate's, or the target's where the surrogate is not defined (the sparse-grid
+        paper's eq. 3.11): a fixed function of the position either way.
+        """
+        value = float(self.surrogate.potential(position))
+        return value if np.isfinite(value) else -float(target_logp)
+
+    def _exact_gradient(self, position: np.ndarray) -> np.ndarray:
+        return self.exact_model.potential_and_gradient(position)[1]
+
+    def _evaluate_logp(self, position: np.ndarray) -> Evaluation:
+        return Evaluation(position, self.exact_model.logp(position))
+
+    def _surrogate_step_size(self) -> float:
+        step_size = float(self.step_adapt.current(self.tune))
+        low, high = self._step_size_bounds
+        return float(np.clip(step_size, low, high))
+
+    def _adaptation_accept(self, accept: float, integrator_accept: float) -> float:
+        """The acceptance the step size adapts on.
+
+        The integrator's share of rejections, on the surrogate's own Hamiltonian (a smaller step
+        cannot fix the surrogate's own error), unless the force is the gradient of no potential:
+        then the exact acceptance.
+        """
+        if Capabilities.of(self.surrogate).gradient_field:
+            return integrator_accept
+        return accept
+
+    def _note_exact_forces(self, result: DrawResult) -> None:
+        if not result.exact_forces or self.tune or self._warned_exact_forces:
+            return
+        if not Capabilities.of(self.surrogate).defined_everywhere:
+            return  # leaving a grid's box is how such a surrogate works
+        self._warned_exact_forces = True
+        warnings.warn(
+            "The surrogate's gradient was not finite, or implausibly large, at some points "
+            f"of a trajectory; {type(self).__name__} used the exact gradient there (counted in "
+            "n_gradient_evals). The posterior stays exact, but a surrogate trained on more "
+            "of the region would be cheaper.",
+            SurrogateWarning,
+            stacklevel=2,
+        )
+
+    def _stats(self, result: DrawResult) -> dict[str, Any]:
+        """The sampler statistics of a surrogate draw (see ``SURROGATE_HMC_STATS``)."""
+        warning = self._divergence_warning(result.divergence) if result.divergence else None
+        stats = {
+            "accept": result.accept,
+            "accepted": result.accepted,
+            "diverging": result.divergence is not None,
+            "divergences": self.divergences,
+            "energy": result.energy,
+            "energy_error": result.energy_change if np.isfinite(result.energy_change) else np.nan,
+            "n_steps": result.n_steps,
+            "tree_depth": 0,
+            "reached_max_treedepth": False,
+            "index_in_trajectory": result.n_steps if result.accepted else 0,
+            "step_size": result.step_size,
+            "step_size_bar": float(self.step_adapt.current(False)),
+            "model_logp": result.end.logp,
+            "n_logp_evals": result.n_logp_evals,
+            "n_gradient_evals": result.n_gradient_evals,
+            "used_surrogate": True,
+            "surrogate_error": result.surrogate_error,
+            "warning": warning,
+        }
+        stats.update(self.potential.stats())
+        return stats
+
+    def _divergence_warning(self, message: str) -> SamplerWarning:
+        if self.tune:
+            kind = WarningType.TUNING_DIVERGENCE
+        else:
+            kind = WarningType.DIVERGENCE
+            self.divergences += 1
+            self._num_divs_sample += 1
+        return SamplerWarning(kind, message, "debug", self.iter_count)
+
+    # ----------------------------------------------------------------- fitting
+    def _fit(self, end_of_tuning: bool) -> None:
+        start = time.perf_counter()
+        try:
+            with single_blas_thread():
+                self._set_up_surrogate(end_of_tuning)
+        finally:
+            self.setup_seconds = time.perf_counter() - start
+
+    def _set_up_surrogate(self, end_of_tuning: bool) -> None:
+        """Fit, choose the dynamics and start the surrogate phase; or postpone, or fall back."""
+        first, positions, potentials, gradients = self._training_window()
+        needed = self.schedule.minimum_points(positions.shape[1])
+        if positions.shape[0] < needed:
+            when = "tuning ended" if end_of_tuning else "the end of exploration"
+            self._postpone_or_fall_back(
+                end_of_tuning,
+                f"{type(self).__name__} collected {positions.shape[0]} exact draws for its "
+                f"surrogate before {when}, but needs at least {needed} in {positions.shape[1]} "
+                "dimensions. Sampling continues with exact NUTS. Increase `tune` (or "
+                "`exploration_steps`).",
+            )
+            return
+        try:
+            surrogate = self._fit_candidate(positions, potentials, gradients)
+        except FIT_ERRORS as err:
+            self._postpone_or_fall_back(
+                end_of_tuning,
+                f"{type(self).__name__} could not fit its surrogate ({err}). Sampling continues "
+                "with exact NUTS, which is correct but gets no speed-up.",
+            )
+            return
+        if not self._ready_to_start(surrogate, end_of_tuning):
+            return
+        try:
+            choice = self._choose_dynamics(surrogate, first, positions, gradients)
+        except FIT_ERRORS as err:
+            self._fall_back_to_exact(
+                f"{type(self).__name__} could not set up its surrogate dynamics ({err}). "
+                "Sampling continues with exact NUTS."
+            )
+            return
+        self._start_surrogate_phase(surrogate, choice, gradients, end_of_tuning)
+        self._after_fit()
+
+    def _training_window(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """Index of the first training draw, then positions, potentials and gradients from it."""
+        n_explored = len(self._record)
+        window = self.training_window or self.schedule.training_size(n_explored)
+        first = max(0, n_explored - window)
+        return (first, *self._record.window(first))
+
+    def _fit_candidate(self, positions, potentials, gradients):
+        """A surrogate fitted to the window; raises if its force fails at most training points."""
+        surrogate = self._new_surrogate()
+        surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
+        check = rows(for_simulation(surrogate).gradient)(positions)
+        failing = np.mean(~np.all(np.isfinite(check), axis=1))
+        if failing > 0.5:  # isolated failures are handled by exact gradients there
+            raise SurrogateFitError(
+                f"the fitted surrogate's gradient is not finite at {failing:.0%} of the "
+                "training points"
+            )
+        return surrogate
+
+    def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
+        """Whether to start with this fit.
+
+        Not if its held-out error exceeds ``start_error`` and the start can still be postponed
+        (early exploration draws may not have reached the bulk yet).
+        """
+        if end_of_tuning or self.start_error is None:
+            return True
+        error = getattr(getattr(surrogate, "report", None), "gradient_error", np.nan)
+        if not error > self.start_error:
+            return True
+        return not self._postpone_start()
+
+    def _postpone_start(self) -> bool:
+        """Keep exploring (``True``) if the schedule allows another try before its latest."""
+        if not self.schedule.early:
+            return False
+        next_try = self.schedule.postponed_start(self.iter_count)
+        if next_try > self.schedule.latest_start(self._tune_steps, self.exact_model.size):
+            return False
+        self._postponed_until = next_try
+        _log.debug("%s keeps exploring until draw %d.", type(self).__name__, next_try)
+        return True
+
+    def _postpone_or_fall_back(self, end_of_tuning: bool, message: str) -> None:
+        if not end_of_tuning and self._postpone_start():
+            return
+        self._fall_back_to_exact(message)
+
+    def _fall_back_to_exact(self, message: str) -> None:
+        self.phase = Phase.EXACT
+        warnings.warn(message, SurrogateWarning, stacklevel=3)
+
+    def _choose_dynamics(self, surrogate, first: int, positions, gradients) -> TrajectoryChoice:
+        """Metric, step size and path length, by simulating surrogate chains (no exact calls)."""
+        jumps, tree_lengths = self._record.integration_times(first)
+        extra_metrics = []
+        covariance = approximate_covariance(surrogate)
+        if covariance is not None:
+            try:
+                extra_metrics.append(DenseMetric(covariance))
+            except np.linalg.LinAlgError:
+                pass
+        return choose_trajectory(
+            for_simulation(surrogate),
+            self.potential,
+            positions,
+            gradients,
+            jumps=jumps,
+            tree_lengths=tree_lengths,
+            step_size=float(self.step_adapt.current(False)),
+            target_accept=self.surrogate_target_accept,
+            max_steps=self.max_steps,
+            rng=self.rng.spawn(1)[0],
+            path_length=self.user_path_length,
+            shortest_jump=self.schedule.shortest_jump,
+            simulated_draws=self.schedule.simulated_draws,
+            extra_metrics=tuple(extra_metrics),
+        )
+
+    def _start_surrogate_phase(
+        self, surrogate, choice: TrajectoryChoice, gradients: np.ndarray, end_of_tuning: bool
+    ) -> None:
+        best = choice.best
+        self.surrogate = surrogate
+        self.trajectory_choice = choice
+        self._proposal = LeapfrogProposal(best.metric, best.path_length, self.max_steps)
+        self._force_bound = force_bound(gradients)
+        self._step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
+        # Dual averaging explores around ten times its initial step; start it at a tenth so it
+        # centres on the simulated step size, unless no tuning is left to adapt.
+        initial = best.step_size if end_of_tuning else 0.1 * best.step_size
+        self.step_adapt = DualAverageAdaptation(
+            initial, self.surrogate_target_accept, *self._dual_averaging
+        )
+        self.phase = Phase.SURROGATE
+        _log.info(
+            "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
+            "step size %.3g, path length %.3g.",
+            type(self).__name__,
+            gradients.shape[0],
+            fit_summary(surrogate),
+            best.metric.kind,
+            best.step_size,
+            best.path_length,
+        )
+        if end_of_tuning:
+            warnings.warn(
+                f"Tuning ended before {type(self).__name__} finished exploring "
+                f"({len(self._record)} of {self._exploration_length()} draws), so the surrogate "
+                "dynamics use the step size chosen by simulation on the surrogate, without "
+                "re-adaptation on the exact acceptance. Increase `tune` or lower "
+                "`exploration_steps` for better acceptance.",
+                SurrogateWarning,
+                stacklevel=3,
+            )
+
+    # ----------------------------------------------------------------- hooks
+    def _new_surrogate(self):
+        """An unfitted surrogate for this chain."""
+        return copy.deepcopy(self._surrogate_template)
+
+    def _correction(self) -> Correction:
+        """The correction of the surrogate proposals: Metropolis on the exact Hamiltonian."""
+        return ExactMetropolis(self.Emax)
+
+    def _after_fit(self) -> None:
+        """Called once the surrogate phase has started."""
+
+    def _before_draw(self) -> None:
+        """Called at the start of every draw, before anything else."""
+
+    def _evaluate_end(self, position: np.ndarray) -> Evaluation:
+        """The exact model at a proposal (``logp`` only)."""
+        return self._evaluate_logp(position)
+
+    def _after_draw(self, result: DrawResult | None) -> dict[str, Any]:
+        """Extra statistics of a draw (``result`` is ``None`` for an exact NUTS draw)."""
+        return {}
+
+    # ----------------------------------------------------------------- PyMC protocol
+    @staticmethod
+    def competence(var, has_grad):
+        """Compatible with continuous variables that have gradients (never preferred)."""
+        if var.dtype in continuous_types and has_grad:
+            return Competence.COMPATIBLE
+        return Competence.INCOMPATIBLE
+
+    @staticmethod
+    def _progressbar_config(n_chains=1):
+        return progressbar_config(n_chains)
+
+    @staticmethod
+    def _make_progressbar_update_functions():
+        return (progressbar_update,)
