@@ -37,6 +37,7 @@ from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.step_methods.compound import Competence
 from pymc.step_methods.hmc.base_hmc import BaseHMC
 from pymc.step_methods.hmc.nuts import NUTS, NUTSState
+from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotentialDiagAdapt
 from pymc.step_methods.state import dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation
 from pymc.vartypes import continuous_types
@@ -47,6 +48,7 @@ from pymc_rnshmc.hmc.corrections import Correction, Evaluation, ExactMetropolis
 from pymc_rnshmc.hmc.force_field import ForceField, force_bound
 from pymc_rnshmc.hmc.metrics import DenseMetric
 from pymc_rnshmc.hmc.proposals import LeapfrogProposal
+from pymc_rnshmc.hmc.trajectory_candidates import choose_trajectory, rows
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.exact_model import ExactModel
@@ -59,7 +61,6 @@ from pymc_rnshmc.step_methods.reporting import (
 )
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule
 from pymc_rnshmc.step_methods.state import CachedPoint, DrawResult, Phase
-from pymc_rnshmc.step_methods.trajectory_candidates import choose_trajectory, rows
 from pymc_rnshmc.step_methods.variables import continuous_value_vars
 from pymc_rnshmc.surrogates.base import (
     Capabilities,
@@ -580,9 +581,10 @@ class SurrogateHMC(NUTS):
                 extra_metrics.append(DenseMetric(covariance))
             except np.linalg.LinAlgError:
                 pass
+        diagonal = isinstance(self.potential, QuadPotentialDiag | QuadPotentialDiagAdapt)
         return choose_trajectory(
             for_simulation(surrogate),
-            self.potential,
+            self.potential.velocity(np.ones(positions.shape[1])) if diagonal else None,
             positions,
             gradients,
             jumps=jumps,

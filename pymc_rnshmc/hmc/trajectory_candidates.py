@@ -1,9 +1,11 @@
-"""From a fitted surrogate and the exploration record to the surrogate dynamics' settings."""
+"""From a fitted surrogate and the exploration record to the surrogate dynamics' settings.
+
+numpy only: the step passes in what it read from its exact explorer (PyMC's adapted metric).
+"""
 
 from __future__ import annotations
 
 import numpy as np
-from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotentialDiagAdapt
 
 from pymc_rnshmc.hmc import trajectory_tuning
 from pymc_rnshmc.hmc.metrics import DiagonalMetric, dense_metric_from_gradients
@@ -17,13 +19,17 @@ this package is for (a network gradient takes tens of microseconds, an expensive
 milliseconds). It only breaks near-ties towards shorter trajectories."""
 
 
-def candidate_metrics(potential, positions: np.ndarray, gradients: np.ndarray) -> list:
-    """PyMC's adapted diagonal metric (when it is diagonal) and a dense one from gradients."""
+def candidate_metrics(
+    variances: np.ndarray | None, positions: np.ndarray, gradients: np.ndarray
+) -> list:
+    """Candidate metrics of the surrogate dynamics.
+
+    The explorer's adapted diagonal metric (``variances``, if any) and a dense one from the
+    gradients; the positions' variances if neither is usable.
+    """
     metrics = []
-    if isinstance(potential, QuadPotentialDiag | QuadPotentialDiagAdapt):
-        variances = potential.velocity(np.ones(positions.shape[1]))
-        if np.all(np.isfinite(variances)) and np.all(variances > 0):
-            metrics.append(DiagonalMetric(variances))
+    if variances is not None and np.all(np.isfinite(variances)) and np.all(variances > 0):
+        metrics.append(DiagonalMetric(variances))
     try:
         metrics.append(dense_metric_from_gradients(positions, gradients))
     except (np.linalg.LinAlgError, ValueError):
@@ -61,7 +67,7 @@ def rows(function):
 
 def choose_trajectory(
     surrogate,
-    potential,
+    explorer_variances: np.ndarray | None,
     positions: np.ndarray,
     gradients: np.ndarray,
     jumps: np.ndarray,
@@ -77,7 +83,9 @@ def choose_trajectory(
 ) -> trajectory_tuning.TrajectoryChoice:
     """Pick the metric, step size and path length of the surrogate dynamics by simulation.
 
-    ``positions`` and ``gradients`` are the training draws and their exact ``grad U``;
+    ``explorer_variances`` is the diagonal metric the exact explorer adapted (``None`` if its
+    metric is not diagonal); ``positions`` and ``gradients`` are the training draws and their
+    exact ``grad U``;
     ``jumps`` and ``tree_lengths`` are the NUTS exploration's integration times to the chosen
     draw and of the whole trajectory; ``step_size`` is NUTS's adapted step size. A given
     ``path_length`` is used as the only candidate. ``shortest_jump`` is a floor on the NUTS
@@ -86,7 +94,7 @@ def choose_trajectory(
     simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the one
     from the gradients.
     """
-    metrics = candidate_metrics(potential, positions, gradients) + list(extra_metrics)
+    metrics = candidate_metrics(explorer_variances, positions, gradients) + list(extra_metrics)
     if path_length is None:
         lengths = candidate_path_lengths(jumps, tree_lengths, max(step_size, shortest_jump))
     else:
