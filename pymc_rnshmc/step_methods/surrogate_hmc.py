@@ -286,6 +286,9 @@ class SurrogateHMC(NUTS):
         correction = self._correction()
         step_size = self._surrogate_step_size()
         move = self._proposal.propose(position, start.force, force_field, step_size, self.rng)
+        # The chain holds points in the model's dtype: judge and cache the proposal as it will be
+        # held, or the next draw's start misses the cache (a float32 model paid two logps).
+        move = move._replace(position=self.exact_model.cast(move.position))
         decision = correction.decide(start.logp, move, self._evaluate_end, self.rng)
         end = decision.end
         end_surrogate, integrator_accept, surrogate_error = self._surrogate_agreement(

@@ -5,6 +5,7 @@ import pickle
 import cloudpickle
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 from pymc.step_methods.compound import Competence
 
@@ -185,3 +186,25 @@ def test_random_variables_are_accepted_as_vars_and_ordered_like_the_model(sample
     assert [v.name for v in step.vars] == ["first", "second"]
     assert abs(posterior_draws(idata, "second").mean() - 5.0) < 0.05
     assert abs(posterior_draws(idata, "first").mean()) < 0.4
+
+
+def test_a_float32_model_pays_one_exact_logp_per_draw(sampler):
+    # The chain holds float32 points: a proposal evaluated and cached in float64 never matched
+    # the next draw's start, which then paid a second logp (1.98 per draw measured).
+    with pytensor.config.change_flags(floatX="float32"):
+        model = independent_normal()
+        with model:
+            step = sampler.make()
+            idata = pm.sample(
+                step=step,
+                tune=TUNE,
+                draws=100,
+                chains=1,
+                random_seed=6,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+    assert step.dtype == "float32"
+    assert posterior_draws(idata, "x").dtype == np.float32
+    outside = sample_stat(idata, "n_gradient_evals")  # exact forces (grid: outside its box)
+    np.testing.assert_array_equal(sample_stat(idata, "n_logp_evals"), 1 + outside)
