@@ -17,6 +17,7 @@ from __future__ import annotations
 import numbers
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from pymc_rnshmc.exceptions import SurrogateFitError
 from pymc_rnshmc.surrogates.network.activations import get_activation
 from pymc_rnshmc.surrogates.network.held_out_selection import (
     NEGLIGIBLE_ERROR,
+    HeldOutChoice,
     choose_on_held_out,
     validation_mask,
 )
@@ -98,6 +100,82 @@ def default_n_hidden(n_points: int, dim: int, with_gradients: bool) -> int:
     """
     rows = n_points * (dim + 1) if with_gradients else n_points
     return int(np.clip(rows // 4, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
+
+
+class _LayerFit(NamedTuple):
+    """The hidden layer a fit uses, how it was chosen, and its held-out errors (NaN if none)."""
+
+    layer: AdditiveLayer | RadialLayer
+    features: np.ndarray
+    n_hidden: int
+    relative_penalty: float
+    weight_scale: float
+    gradient_error: float = np.nan
+    potential_error: float = np.nan
+
+    def report(self, n_points: int, seconds: float) -> FitReport:
+        """Return the :class:`FitReport` of a fit on ``n_points`` points that took ``seconds``."""
+        return FitReport(
+            n_points=n_points,
+            n_hidden=self.n_hidden,
+            penalty=self.relative_penalty,
+            gradient_error=self.gradient_error,
+            potential_error=self.potential_error,
+            seconds=seconds,
+            weight_scale=self.weight_scale,
+        )
+
+
+class _ScaleTrial(NamedTuple):
+    """The held-out choice of width and penalty at one weight scale of the drawn layer."""
+
+    choice: HeldOutChoice
+    weight_scale: float
+    layer: AdditiveLayer | RadialLayer
+    features: np.ndarray
+
+    def cut(self, spread: float, with_gradients: bool) -> _LayerFit:
+        """Return the layer and features cut to the chosen width, with the held-out errors.
+
+        The gradient error is relative to ``spread``, the held-out spread of the exact
+        gradients; it is NaN unless ``with_gradients``.
+        """
+        n_hidden = self.choice.width
+        layer = self.layer.subset(n_hidden)
+        features = self.features[:, :n_hidden]
+        potential_error = float(np.sqrt(self.choice.value_mse))
+        gradient_error = np.nan
+        if with_gradients:
+            gradient_error = float(np.sqrt(self.choice.gradient_mse / max(spread, 1e-300)))
+        return _LayerFit(
+            layer,
+            features,
+            n_hidden,
+            self.choice.relative_penalty,
+            self.weight_scale,
+            gradient_error,
+            potential_error,
+        )
+
+
+def _held_out_spread(
+    whitening: Whitening,
+    potentials: np.ndarray,
+    gradients: np.ndarray | None,
+    held_out: np.ndarray,
+) -> float:
+    """Return the scale of the held-out targets that errors are compared with.
+
+    Returns
+    -------
+    float
+        The mean squared deviation of the held-out whitened gradients from their mean, or the
+        variance of the held-out potentials without gradients.
+    """
+    if gradients is not None:
+        exact = whitening.gradient_to_whitened(gradients[held_out])
+        return np.mean(np.sum((exact - exact.mean(axis=0)) ** 2, axis=1))
+    return float(np.var(potentials[held_out]))
 
 
 class RandomNetworkSurrogate:
@@ -220,6 +298,51 @@ class RandomNetworkSurrogate:
         """
         start = time.perf_counter()
         rng = np.random.default_rng(rng)
+        positions, potentials, gradients = self._finite_rows(positions, potentials, gradients)
+        whitening = Whitening.from_positions(positions)
+        whitened = whitening.to_whitened(positions)
+        quadratic_part, values, residual_gradients = self._residual_targets(
+            whitening, whitened, potentials, gradients
+        )
+        chosen = self._hidden_layer(
+            rng, whitening, whitened, potentials, gradients, values, residual_gradients
+        )
+        coefficients, ridge_penalty = self._output_weights(
+            chosen, whitened, values, residual_gradients
+        )
+        self.whitening = whitening
+        self.quadratic_part = quadratic_part
+        self.layer = chosen.layer
+        self.coefficients = coefficients
+        self.ridge_penalty = ridge_penalty
+        self.offset = 0.0
+        self.offset = float(np.mean(potentials - self.potential(positions)))
+        self._fold_whitening()
+        self.report = chosen.report(positions.shape[0], time.perf_counter() - start)
+        return self
+
+    def _finite_rows(
+        self,
+        positions: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Keep the training rows whose position, potential and gradient are all finite.
+
+        Returns
+        -------
+        positions : ndarray, shape (m, d)
+        potentials : ndarray, shape (m,)
+        gradients : ndarray, shape (m, d) or None
+            The finite rows, as float arrays (``gradients`` None if none were given).
+
+        Raises
+        ------
+        ValueError
+            ``positions`` and ``potentials`` have different numbers of rows.
+        SurrogateFitError
+            Fewer finite rows than the fit needs.
+        """
         positions = np.atleast_2d(np.asarray(positions, dtype=float))
         potentials = np.asarray(potentials, dtype=float).reshape(-1)
         n_points, dim = positions.shape
@@ -238,98 +361,157 @@ class RandomNetworkSurrogate:
                 f"{n_points} finite training points in {dim} dimensions; the surrogate needs "
                 f"at least {minimum}."
             )
+        return positions, potentials, gradients
 
-        whitening = Whitening.from_positions(positions)
-        whitened = whitening.to_whitened(positions)
-        residual_values = potentials.copy()
+    def _residual_targets(
+        self,
+        whitening: Whitening,
+        whitened: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None,
+    ) -> tuple[QuadraticPotential | None, np.ndarray, np.ndarray | None]:
+        """Fit the optional quadratic base and return what the network is left to fit.
+
+        Returns
+        -------
+        quadratic_part : QuadraticPotential or None
+            The quadratic fitted to the whitened gradients (None without gradients, or when
+            ``quadratic`` is off).
+        values : ndarray, shape (n,)
+            Potentials minus the quadratic.
+        gradients : ndarray, shape (n, d) or None
+            Whitened gradients minus the quadratic's (None without gradients).
+        """
+        values = potentials.copy()
         residual_gradients = None
         quadratic_part = None
         if gradients is not None:
             residual_gradients = whitening.gradient_to_whitened(gradients)
             if self.quadratic:
                 quadratic_part = QuadraticPotential.fit(whitened, residual_gradients)
-                residual_values -= quadratic_part.potential(whitened)
+                values -= quadratic_part.potential(whitened)
                 residual_gradients = residual_gradients - quadratic_part.gradient(whitened)
+        return quadratic_part, values, residual_gradients
 
+    def _hidden_layer(
+        self,
+        rng: np.random.Generator,
+        whitening: Whitening,
+        whitened: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None,
+        values: np.ndarray,
+        residual_gradients: np.ndarray | None,
+    ) -> _LayerFit:
+        """Draw the hidden layer, choosing it on held-out points unless everything is fixed.
+
+        Without held-out points, or with the width, the penalty and the scale all given, one
+        layer is drawn at the first candidate scale with the given penalty (default ``1e-6``).
+
+        Returns
+        -------
+        _LayerFit
+            The layer, its features at ``whitened``, and the width, penalty and scale used.
+        """
+        n_points, dim = whitened.shape
         n_hidden = self.n_hidden or min(
             default_n_hidden(n_points, dim, gradients is not None), self.max_hidden
         )
         held_out = validation_mask(n_points, self.validation_fraction)
-        gradient_error = potential_error = np.nan
         scales = self._candidate_scales()
         if held_out.any() and (self.penalty is None or self.n_hidden is None or len(scales) > 1):
-            if gradients is not None:
-                exact = whitening.gradient_to_whitened(gradients[held_out])
-                spread = np.mean(np.sum((exact - exact.mean(axis=0)) ** 2, axis=1))
-            else:
-                spread = float(np.var(potentials[held_out]))
-            drawn = make_hidden_layer(
-                self.hidden_units, rng, n_hidden, whitened, self.activation, scales[0]
+            spread = _held_out_spread(whitening, potentials, gradients, held_out)
+            return self._choose_layer(
+                rng, n_hidden, scales, whitened, values, residual_gradients, held_out, spread
             )
-            best = None
-            for weight_scale in scales:
-                # The same random directions and biases at every scale: only the scale differs.
-                layer = drawn if weight_scale == scales[0] else drawn.scaled(weight_scale)
-                features = layer.features(whitened)
-                try:
-                    choice = self._select_width(
-                        layer,
-                        whitened,
-                        features,
-                        residual_values,
-                        residual_gradients,
-                        held_out,
-                        spread,
-                    )
-                except (SurrogateFitError, np.linalg.LinAlgError):
-                    continue  # another scale may still fit
-                if best is None or choice.lowest < best[0].lowest:
-                    best = (choice, weight_scale, layer, features)
-                if choice.lowest <= NEGLIGIBLE_ERROR * spread:
-                    break
-            if best is None:
-                raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
-            choice, weight_scale, layer, features = best
-            n_hidden, relative_penalty = choice.width, choice.relative_penalty
-            layer = layer.subset(n_hidden)
-            features = features[:, :n_hidden]
-            potential_error = float(np.sqrt(choice.value_mse))
-            if gradients is not None:
-                gradient_error = float(np.sqrt(choice.gradient_mse / max(spread, 1e-300)))
-        else:
-            weight_scale = scales[0]
-            layer = make_hidden_layer(
-                self.hidden_units, rng, n_hidden, whitened, self.activation, weight_scale
-            )
-            features = layer.features(whitened)
-            relative_penalty = 1e-6 if self.penalty is None else self.penalty
+        weight_scale = scales[0]
+        layer = make_hidden_layer(
+            self.hidden_units, rng, n_hidden, whitened, self.activation, weight_scale
+        )
+        features = layer.features(whitened)
+        relative_penalty = 1e-6 if self.penalty is None else self.penalty
+        return _LayerFit(layer, features, n_hidden, relative_penalty, weight_scale)
 
+    def _choose_layer(
+        self,
+        rng: np.random.Generator,
+        n_hidden: int,
+        scales: tuple[float, ...],
+        whitened: np.ndarray,
+        values: np.ndarray,
+        gradients: np.ndarray | None,
+        held_out: np.ndarray,
+        spread: float,
+    ) -> _LayerFit:
+        """Draw a layer and choose its width, penalty and weight scale on held-out points.
+
+        The scales are tried in order on the same random directions and biases; the search
+        stops at the first scale whose held-out error is negligible.
+
+        Returns
+        -------
+        _LayerFit
+            The best scale's layer and features cut to the chosen width, with its held-out
+            errors.
+
+        Raises
+        ------
+        SurrogateFitError
+            No scale gave a finite held-out error.
+        """
+        drawn = make_hidden_layer(
+            self.hidden_units, rng, n_hidden, whitened, self.activation, scales[0]
+        )
+        best = None
+        for weight_scale in scales:
+            # The same random directions and biases at every scale: only the scale differs.
+            layer = drawn if weight_scale == scales[0] else drawn.scaled(weight_scale)
+            features = layer.features(whitened)
+            try:
+                choice = self._select_width(
+                    layer, whitened, features, values, gradients, held_out, spread
+                )
+            except (SurrogateFitError, np.linalg.LinAlgError):
+                continue  # another scale may still fit
+            if best is None or choice.lowest < best.choice.lowest:
+                best = _ScaleTrial(choice, weight_scale, layer, features)
+            if choice.lowest <= NEGLIGIBLE_ERROR * spread:
+                break
+        if best is None:
+            raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
+        return best.cut(spread, with_gradients=gradients is not None)
+
+    def _output_weights(
+        self,
+        chosen: _LayerFit,
+        whitened: np.ndarray,
+        values: np.ndarray,
+        gradients: np.ndarray | None,
+    ) -> tuple[np.ndarray, float]:
+        """Solve the ridge problem of the chosen layer on every training point.
+
+        Returns
+        -------
+        coefficients : ndarray, shape (s,)
+            Output weights of the hidden units.
+        ridge_penalty : float
+            Absolute penalty used: the relative penalty times the mean diagonal of the Gram
+            matrix.
+
+        Raises
+        ------
+        SurrogateFitError
+            The output weights are not all finite.
+        """
         gram, projection = self._normal_equations(
-            layer, whitened, features, residual_values, residual_gradients
+            chosen.layer, whitened, chosen.features, values, gradients
         )
         scale = float(np.mean(np.diag(gram))) or 1.0
-        coefficients = ridge_solve(gram, projection, relative_penalty * scale)
+        ridge_penalty = chosen.relative_penalty * scale
+        coefficients = ridge_solve(gram, projection, ridge_penalty)
         if not np.all(np.isfinite(coefficients)):
             raise SurrogateFitError("The least-squares fit produced non-finite output weights.")
-
-        self.whitening = whitening
-        self.quadratic_part = quadratic_part
-        self.layer = layer
-        self.coefficients = coefficients
-        self.ridge_penalty = relative_penalty * scale
-        self.offset = 0.0
-        self.offset = float(np.mean(potentials - self.potential(positions)))
-        self._fold_whitening()
-        self.report = FitReport(
-            n_points=n_points,
-            n_hidden=n_hidden,
-            penalty=relative_penalty,
-            gradient_error=gradient_error,
-            potential_error=potential_error,
-            seconds=time.perf_counter() - start,
-            weight_scale=weight_scale,
-        )
-        return self
+        return coefficients, ridge_penalty
 
     def online_estimator(
         self,
