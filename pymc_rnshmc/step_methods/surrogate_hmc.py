@@ -40,6 +40,7 @@ from pymc.step_methods.hmc.nuts import NUTS, NUTSState
 from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotentialDiagAdapt
 from pymc.step_methods.state import dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation
+from pymc.util import get_random_generator
 from pymc.vartypes import continuous_types
 
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
@@ -181,6 +182,7 @@ class SurrogateHMC(NUTS):
             model, self.vars, kwargs.get("initial_point"), self.dtype, self._logp_dlogp_func
         )
         self._tune_steps = None
+        self._exploration_step_adapt = copy.deepcopy(self.step_adapt)
         self._start_chain()
 
     @property
@@ -195,7 +197,10 @@ class SurrogateHMC(NUTS):
 
     # ----------------------------------------------------------------- chain lifecycle
     def _start_chain(self) -> None:
-        """Forget everything learned on a previous chain."""
+        """Forget everything a previous chain learned or adapted: a step object is reusable."""
+        self.reset()  # PyMC's: iteration and divergence counts, mass-matrix adaptation
+        self._num_divs_sample = 0
+        self.step_adapt = copy.deepcopy(self._exploration_step_adapt)
         self.phase = Phase.EXPLORATION
         self.surrogate = None
         self.trajectory_choice = None
@@ -213,8 +218,13 @@ class SurrogateHMC(NUTS):
         super().setup_chain(rng, tune, draws)
         self._start_chain()
 
-    def set_rng(self, rng) -> None:  # PyMC 5
-        super().set_rng(rng)
+    def set_rng(self, rng) -> None:
+        """Give the step a random generator and start a chain (PyMC 5's per-chain call)."""
+        if hasattr(super(), "set_rng"):
+            super().set_rng(rng)
+        else:  # PyMC 6 replaced it by setup_chain
+            self.rng = get_random_generator(rng, copy=False)
+            self.potential.set_rng(self.rng.spawn(1)[0])
         self._start_chain()
 
     def reset_tuning(self, start=None) -> None:

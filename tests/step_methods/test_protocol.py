@@ -208,3 +208,32 @@ def test_a_float32_model_pays_one_exact_logp_per_draw(sampler):
     assert posterior_draws(idata, "x").dtype == np.float32
     outside = sample_stat(idata, "n_gradient_evals")  # exact forces (grid: outside its box)
     np.testing.assert_array_equal(sample_stat(idata, "n_logp_evals"), 1 + outside)
+
+
+def test_a_step_object_reused_for_a_second_call_gives_the_same_draws(model, sampler):
+    # The second call used to explore with the first call's surrogate dual averaging.
+    options = {
+        "tune": TUNE,
+        "draws": 50,
+        "chains": 1,
+        "random_seed": 8,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+    }
+    with model:
+        fresh = pm.sample(step=sampler.make(), **options)
+        step = sampler.make()
+        pm.sample(step=step, **options)
+        reused = pm.sample(step=step, **options)
+    np.testing.assert_array_equal(posterior_draws(reused, "x"), posterior_draws(fresh, "x"))
+
+
+def test_set_rng_starts_a_chain_on_both_pymc_generations(model, sampler):
+    # PyMC 6 replaced set_rng with setup_chain; a user's set_rng call must still work.
+    with model:
+        step = sampler.make()
+    step.set_rng(np.random.default_rng(3))
+    point = model.initial_point()
+    for _ in range(sampler.exploration + 5):
+        point, stats = step.step(point)
+    assert step.phase == "surrogate" and stats[0]["used_surrogate"]
