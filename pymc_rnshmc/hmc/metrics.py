@@ -36,6 +36,10 @@ class Metric(Protocol):
         """Momentum ``~ N(0, S^-1)``: one vector, or ``n`` rows."""
         ...
 
+    def eigenvalue_range(self) -> tuple[float, float]:
+        """Smallest and largest eigenvalue of ``S`` (the inverse mass matrix)."""
+        ...
+
 
 class DiagonalMetric:
     """Kinetic energy ``0.5 p^T diag(v) p`` with ``v`` the inverse masses (variances).
@@ -66,6 +70,10 @@ class DiagonalMetric:
         shape = self.variances.shape if n is None else (n, self.variances.size)
         return rng.normal(size=shape) * self._scales
 
+    def eigenvalue_range(self) -> tuple[float, float]:
+        """Smallest and largest variance."""
+        return float(self.variances.min()), float(self.variances.max())
+
 
 class DenseMetric:
     """Kinetic energy ``0.5 p^T S p`` with ``S`` a covariance (inverse mass matrix).
@@ -83,6 +91,7 @@ class DenseMetric:
         factor = linalg.cholesky(self.covariance, lower=True)
         # p = L^{-T} z has covariance (L L^T)^{-1}, the mass matrix; as rows, p = z L^{-1}.
         self._inverse_factor = linalg.solve_triangular(factor, np.eye(len(factor)), lower=True)
+        self._eigenvalue_range: tuple[float, float] | None = None
 
     def velocity(self, momentum: np.ndarray) -> np.ndarray:
         """``dK/dp``."""
@@ -97,6 +106,13 @@ class DenseMetric:
         dim = self.covariance.shape[0]
         shape = dim if n is None else (n, dim)
         return rng.normal(size=shape) @ self._inverse_factor
+
+    def eigenvalue_range(self) -> tuple[float, float]:
+        """Smallest and largest eigenvalue of the covariance (computed once)."""
+        if self._eigenvalue_range is None:
+            eigenvalues = linalg.eigvalsh(self.covariance)
+            self._eigenvalue_range = (float(eigenvalues[0]), float(eigenvalues[-1]))
+        return self._eigenvalue_range
 
 
 def dense_metric_from_gradients(

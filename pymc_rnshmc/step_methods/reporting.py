@@ -42,7 +42,9 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
 """Stats of every draw. PyMC's names where they exist; ``model_logp`` becomes ``lp`` in the
 result. ``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the model (a joint
 logp-and-gradient call counts in both); ``surrogate_error`` is how much the surrogate misjudged
-the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``."""
+the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``. In surrogate draws
+``largest_eigval`` and ``smallest_eigval`` describe the metric of the surrogate dynamics (the
+eigenvalues of its inverse mass matrix); in exact NUTS draws they are PyMC's."""
 
 _NUTS_RENAMES = {"depth": "tree_depth", "mean_tree_accept": "accept", "tree_size": "n_steps"}
 

@@ -474,7 +474,8 @@ class SurrogateHMC(NUTS):
             "surrogate_error": result.surrogate_error,
             "warning": warning,
         }
-        stats.update(self.potential.stats())
+        # the metric the draw used, not PyMC's mass matrix (which only the exploration uses)
+        stats["smallest_eigval"], stats["largest_eigval"] = self._proposal.metric.eigenvalue_range()
         return stats
 
     def _divergence_warning(self, message: str) -> SamplerWarning:

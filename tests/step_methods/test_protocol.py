@@ -237,3 +237,23 @@ def test_set_rng_starts_a_chain_on_both_pymc_generations(model, sampler):
     for _ in range(sampler.exploration + 5):
         point, stats = step.step(point)
     assert step.phase == "surrogate" and stats[0]["used_surrogate"]
+
+
+def test_eigenvalue_stats_describe_the_metric_the_surrogate_draws_use(model, sampler):
+    with model:
+        step = sampler.make()
+        idata = pm.sample(
+            step=step,
+            tune=TUNE,
+            draws=20,
+            chains=1,
+            random_seed=9,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    covariance = getattr(step.trajectory_choice.best.metric, "covariance", None)
+    if covariance is None:
+        covariance = np.diag(step.trajectory_choice.best.metric.variances)
+    eigenvalues = np.linalg.eigvalsh(covariance)
+    np.testing.assert_allclose(sample_stat(idata, "largest_eigval"), eigenvalues[-1], rtol=1e-10)
+    np.testing.assert_allclose(sample_stat(idata, "smallest_eigval"), eigenvalues[0], rtol=1e-10)
