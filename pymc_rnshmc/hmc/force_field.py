@@ -19,12 +19,19 @@ FORCE_BOUND_FACTOR = 1e3
 treated as a surrogate failure (like a non-finite one): the exact gradient is used there."""
 
 
-def force_bound(gradients: np.ndarray) -> np.ndarray:
-    """Largest plausible force per coordinate, from the training draws' exact gradients."""
+def force_bound(positions: np.ndarray, gradients: np.ndarray) -> np.ndarray:
+    """Largest plausible force per coordinate, from the training draws and their exact gradients.
+
+    ``FORCE_BOUND_FACTOR`` times the largest exact force seen, or times ``1 / sd`` of the
+    coordinate if that is larger: for a posterior ``E[dU/dq_i (q_i - mean_i)] = 1``, so ``1 / sd``
+    is the force's natural scale even where the training gradients are (near) zero, as on a
+    flat coordinate, where a bound from the gradients alone collapsed and sent every step to the
+    exact gradient.
+    """
     largest = np.max(np.abs(gradients), axis=0)
-    return FORCE_BOUND_FACTOR * np.maximum(
-        largest, 1e-8 * float(np.max(largest)) + np.finfo(float).tiny
-    )
+    spread = np.std(positions, axis=0)
+    natural = np.divide(1.0, spread, out=np.zeros_like(spread), where=spread > 0)
+    return FORCE_BOUND_FACTOR * np.maximum(np.maximum(largest, natural), np.finfo(float).tiny)
 
 
 class ForceField:

@@ -529,7 +529,7 @@ class SurrogateHMC(NUTS):
                 "Sampling continues with exact NUTS."
             )
             return
-        self._start_surrogate_phase(surrogate, choice, gradients, end_of_tuning)
+        self._start_surrogate_phase(surrogate, choice, positions, gradients, end_of_tuning)
         self._after_fit()
 
     def _training_window(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
@@ -614,13 +614,18 @@ class SurrogateHMC(NUTS):
         )
 
     def _start_surrogate_phase(
-        self, surrogate, choice: TrajectoryChoice, gradients: np.ndarray, end_of_tuning: bool
+        self,
+        surrogate,
+        choice: TrajectoryChoice,
+        positions: np.ndarray,
+        gradients: np.ndarray,
+        end_of_tuning: bool,
     ) -> None:
         best = choice.best
         self.surrogate = surrogate
         self.trajectory_choice = choice
         self._proposal = LeapfrogProposal(best.metric, best.path_length, self.max_steps)
-        self._force_bound = force_bound(gradients)
+        self._force_bound = force_bound(positions, gradients)
         self._step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
         # Dual averaging explores around ten times its initial step; start it at a tenth so it
         # centres on the simulated step size, unless no tuning is left to adapt.
