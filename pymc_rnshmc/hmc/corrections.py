@@ -99,7 +99,9 @@ class ExactMetropolis:
     ) -> Decision:
         """Evaluate the target at the move's end (unless the move failed) and test."""
         divergence, end, logp = None, None, -np.inf
-        if move.failed:
+        if move.left_trust_region:
+            pass  # rejected, reversibly (see hmc.force_field), not a divergence
+        elif move.failed:
             divergence = "The surrogate gradient or the trajectory became non-finite."
         else:
             end = self.target(move.position, evaluate)
@@ -107,7 +109,7 @@ class ExactMetropolis:
             if not np.isfinite(logp):
                 divergence = f"The model's logp is {logp} at the proposal."
         energy_change = np.inf
-        if divergence is None:
+        if end is not None and divergence is None:
             start_energy = move.start_kinetic - start_logp
             with np.errstate(over="ignore", invalid="ignore"):
                 energy_change = (move.end_kinetic - logp) - start_energy

@@ -4,6 +4,13 @@ Where the surrogate's gradient is not finite or implausibly large, the exact gra
 instead. Either way the force is a fixed function of the position, so the leapfrog stays
 reversible and volume preserving (the sparse-grid HMC paper's eq. 3.11 mixes fields the same
 way), and a surrogate that fails somewhere cannot wall that region off from the chain.
+
+For a surrogate meant to hold everywhere, such points mark where it was never trained: a
+trajectory that needs the exact force at more than ``EXACT_FORCE_SHARE`` of its points has left
+the surrogate's trust region, and it stops (:class:`LeftTrustRegion`) to be rejected instead of
+paying an exact gradient at every further step. The count runs over all the trajectory's
+points, both ends included, and so is the same for the reversed trajectory: rejecting on it
+keeps the kernel reversible.
 """
 
 from __future__ import annotations
@@ -12,11 +19,24 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["FORCE_BOUND_FACTOR", "ForceField", "force_bound"]
+__all__ = [
+    "EXACT_FORCE_SHARE",
+    "FORCE_BOUND_FACTOR",
+    "ForceField",
+    "LeftTrustRegion",
+    "force_bound",
+]
 
 FORCE_BOUND_FACTOR = 1e3
 """A surrogate force component this many times larger than any exact one seen in training is
 treated as a surrogate failure (like a non-finite one): the exact gradient is used there."""
+
+EXACT_FORCE_SHARE = 0.25
+"""Largest share of a trajectory's points that may use the exact force (at least one point)."""
+
+
+class LeftTrustRegion(Exception):
+    """A trajectory needed the exact force at more points than its share allows."""
 
 
 def force_bound(positions: np.ndarray, gradients: np.ndarray) -> np.ndarray:
@@ -45,11 +65,16 @@ class ForceField:
         ``q -> grad U(q)`` at one point (an exact model evaluation).
     bound : ndarray
         Largest plausible magnitude of each component (see :func:`force_bound`).
+    exact_share : float, optional
+        Share of a trajectory's points allowed on the exact force (``None``: no limit, for a
+        surrogate defined only in a domain, where leaving it is how the method works).
 
     Attributes
     ----------
     exact_points : int
-        Points where the exact gradient was used since the last :meth:`reset`.
+        Exact gradients evaluated (the cost).
+    last_exact : bool
+        The last call used the exact gradient.
     """
 
     def __init__(
@@ -57,20 +82,32 @@ class ForceField:
         surrogate_gradient: Callable[[np.ndarray], np.ndarray],
         exact_gradient: Callable[[np.ndarray], np.ndarray],
         bound: np.ndarray,
+        exact_share: float | None = None,
     ) -> None:
         self.surrogate_gradient = surrogate_gradient
         self.exact_gradient = exact_gradient
         self.bound = bound
+        self.exact_share = exact_share
         self.exact_points = 0
+        self.last_exact = False
+        self._limit: int | None = None
+        self._in_trajectory = 0
 
-    def reset(self) -> None:
-        """Start counting exact points afresh (once per trajectory)."""
-        self.exact_points = 0
+    def start_trajectory(self, n_points: int, start_exact: bool) -> None:
+        """Count a new trajectory of ``n_points`` points whose first one is already known."""
+        self._in_trajectory = int(start_exact)
+        if self.exact_share is not None:
+            self._limit = max(1, int(self.exact_share * n_points))
 
     def __call__(self, position: np.ndarray) -> np.ndarray:
         gradient = self.surrogate_gradient(position)
         with np.errstate(invalid="ignore"):
             if (np.abs(gradient) <= self.bound).all():  # False for NaN as well
+                self.last_exact = False
                 return gradient
+        self._in_trajectory += 1
+        if self._limit is not None and self._in_trajectory > self._limit:
+            raise LeftTrustRegion
         self.exact_points += 1
+        self.last_exact = True
         return self.exact_gradient(position)

@@ -8,11 +8,11 @@ leapfrog are further fillers of the same slot.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from pymc_rnshmc.hmc.force_field import ForceField, LeftTrustRegion
 from pymc_rnshmc.hmc.leapfrog import jittered_n_steps, leapfrog
 from pymc_rnshmc.hmc.metrics import Metric
 
@@ -29,9 +29,13 @@ class Move(NamedTuple):
     start_kinetic, end_kinetic : float
         Kinetic energy of the momentum drawn and of the momentum at the end.
     n_steps : int
-        Leapfrog steps taken.
+        Leapfrog steps planned.
     failed : bool
         The trajectory became non-finite: the move must be rejected (a divergence).
+    left_trust_region : bool
+        The trajectory stopped where the surrogate is not trusted: it must be rejected.
+    end_exact : bool
+        ``force`` is the exact gradient.
     """
 
     position: np.ndarray
@@ -40,6 +44,8 @@ class Move(NamedTuple):
     end_kinetic: float
     n_steps: int
     failed: bool
+    left_trust_region: bool = False
+    end_exact: bool = False
 
 
 class Proposal(Protocol):
@@ -51,9 +57,10 @@ class Proposal(Protocol):
         self,
         position: np.ndarray,
         force: np.ndarray,
-        force_field: Callable[[np.ndarray], np.ndarray],
+        force_field: ForceField,
         step_size: float,
         rng: np.random.Generator,
+        start_exact: bool = False,
     ) -> Move: ...
 
 
@@ -80,20 +87,28 @@ class LeapfrogProposal:
         self,
         position: np.ndarray,
         force: np.ndarray,
-        force_field: Callable[[np.ndarray], np.ndarray],
+        force_field: ForceField,
         step_size: float,
         rng: np.random.Generator,
+        start_exact: bool = False,
     ) -> Move:
-        """Draw a momentum and a step count from ``rng``, then integrate (in this order)."""
+        """Draw a momentum and a step count from ``rng``, then integrate (in this order).
+
+        ``force`` is the force field at ``position`` (``start_exact``: the exact gradient).
+        """
         metric = self.metric
         momentum = metric.random(rng)
         start_kinetic = metric.energy(momentum)
         n_steps = jittered_n_steps(rng, self.path_length, step_size, self.max_steps)
-        with np.errstate(over="ignore", invalid="ignore"):
-            trajectory = leapfrog(
-                position, momentum, force, step_size, n_steps, force_field, metric.velocity
-            )
-            end_kinetic = metric.energy(trajectory.momentum)
+        force_field.start_trajectory(n_steps + 1, start_exact)
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                trajectory = leapfrog(
+                    position, momentum, force, step_size, n_steps, force_field, metric.velocity
+                )
+                end_kinetic = metric.energy(trajectory.momentum)
+        except LeftTrustRegion:
+            return Move(position, force, start_kinetic, np.inf, n_steps, False, True, start_exact)
         return Move(
             trajectory.position,
             trajectory.gradient,
@@ -101,4 +116,6 @@ class LeapfrogProposal:
             end_kinetic,
             trajectory.n_steps,
             trajectory.failed,
+            False,
+            force_field.last_exact,
         )

@@ -32,6 +32,7 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "n_gradient_evals": (np.int64, []),
     "used_surrogate": (bool, []),
     "surrogate_error": (np.float64, []),
+    "left_trust_region": (bool, []),
     "largest_eigval": (np.float64, []),
     "smallest_eigval": (np.float64, []),
     "perf_counter_diff": (np.float64, []),
@@ -43,7 +44,9 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
 result. ``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the model (a joint
 logp-and-gradient call counts in both); ``surrogate_error`` is how much the surrogate misjudged
 the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``. In surrogate draws
-``largest_eigval`` and ``smallest_eigval`` describe the metric of the surrogate dynamics (the
+``left_trust_region`` marks a surrogate trajectory rejected because it needed the exact force
+at too many points (see :mod:`pymc_rnshmc.hmc.force_field`). ``largest_eigval`` and
+``smallest_eigval`` describe the metric of the surrogate dynamics (the
 eigenvalues of its inverse mass matrix); in exact NUTS draws they are PyMC's."""
 
 _NUTS_RENAMES = {"depth": "tree_depth", "mean_tree_accept": "accept", "tree_size": "n_steps"}
@@ -60,6 +63,7 @@ def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
     converted["n_gradient_evals"] = n_steps + 1
     converted["used_surrogate"] = False
     converted["surrogate_error"] = np.nan
+    converted["left_trust_region"] = False
     return converted
 
 

@@ -81,3 +81,4 @@ class DrawResult(NamedTuple):
     integrator_accept: float
     divergence: str | None
     approximate_test: bool = False
+    left_trust_region: bool = False

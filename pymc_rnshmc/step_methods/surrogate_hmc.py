@@ -46,7 +46,7 @@ from pymc.vartypes import continuous_types
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
 from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateFitError, SurrogateWarning
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation, ExactMetropolis
-from pymc_rnshmc.hmc.force_field import ForceField, force_bound
+from pymc_rnshmc.hmc.force_field import EXACT_FORCE_SHARE, ForceField, force_bound
 from pymc_rnshmc.hmc.metrics import DenseMetric
 from pymc_rnshmc.hmc.proposals import LeapfrogProposal
 from pymc_rnshmc.hmc.trajectory_candidates import choose_trajectory, rows
@@ -291,11 +291,19 @@ class SurrogateHMC(NUTS):
     # ----------------------------------------------------------------- one surrogate draw
     def _surrogate_draw(self, position: np.ndarray) -> DrawResult:
         """Propose with the surrogate's dynamics from ``position``; correct with the target."""
-        force_field = ForceField(self.surrogate.gradient, self._exact_gradient, self._force_bound)
+        trusted_everywhere = Capabilities.of(self.surrogate).defined_everywhere
+        force_field = ForceField(
+            self.surrogate.gradient,
+            self._exact_gradient,
+            self._force_bound,
+            EXACT_FORCE_SHARE if trusted_everywhere else None,
+        )
         start, n_logp_evals, approximate = self._current_point(position, force_field)
         correction = self._correction()
         step_size = self._surrogate_step_size()
-        move = self._proposal.propose(position, start.force, force_field, step_size, self.rng)
+        move = self._proposal.propose(
+            position, start.force, force_field, step_size, self.rng, start.exact_force
+        )
         # The chain holds points in the model's dtype: judge and cache the proposal as it will be
         # held, or the next draw's start misses the cache (a float32 model paid two logps).
         move = move._replace(position=self.exact_model.cast(move.position))
@@ -315,6 +323,7 @@ class SurrogateHMC(NUTS):
                 self.exact_model.extra_values(),
                 end_surrogate,
                 move.force,
+                move.end_exact,
             )
             energy = move.end_kinetic - end.logp
         else:
@@ -339,6 +348,7 @@ class SurrogateHMC(NUTS):
             integrator_accept=integrator_accept,
             divergence=decision.divergence,
             approximate_test=approximate or (end is not None and not end.exact),
+            left_trust_region=move.left_trust_region,
         )
         self._note_exact_forces(result)
         return result
@@ -374,7 +384,12 @@ class SurrogateHMC(NUTS):
         surrogate_potential = self._surrogate_potential(position, logp)
         force = np.asarray(force_field(position), dtype=float)
         point = CachedPoint(
-            position.copy(), logp, self.exact_model.extra_values(), surrogate_potential, force
+            position.copy(),
+            logp,
+            self.exact_model.extra_values(),
+            surrogate_potential,
+            force,
+            force_field.last_exact,
         )
         return point, n_evals, not evaluation.exact
 
@@ -386,7 +401,7 @@ class SurrogateHMC(NUTS):
         Returns the surrogate potential at the end, the integrator's acceptance on the
         surrogate's own Hamiltonian, and how much the surrogate misjudged the potential change.
         """
-        if move.failed:
+        if move.failed or move.left_trust_region:
             return np.nan, 0.0, np.nan
         end_logp = decision.end.logp
         integrator_accept, surrogate_error = 0.0, np.nan
@@ -445,8 +460,9 @@ class SurrogateHMC(NUTS):
         warnings.warn(
             "The surrogate's gradient was not finite, or implausibly large, at some points "
             f"of a trajectory; {type(self).__name__} used the exact gradient there (counted in "
-            "n_gradient_evals). The posterior stays exact, but a surrogate trained on more "
-            "of the region would be cheaper.",
+            "n_gradient_evals), and rejected trajectories that needed it at more than "
+            f"{EXACT_FORCE_SHARE:.0%} of their points (stat left_trust_region). The posterior "
+            "stays exact, but a surrogate trained on more of the region would mix better.",
             SurrogateWarning,
             stacklevel=2,
         )
@@ -472,6 +488,7 @@ class SurrogateHMC(NUTS):
             "n_gradient_evals": result.n_gradient_evals,
             "used_surrogate": True,
             "surrogate_error": result.surrogate_error,
+            "left_trust_region": result.left_trust_region,
             "warning": warning,
         }
         # the metric the draw used, not PyMC's mass matrix (which only the exploration uses)

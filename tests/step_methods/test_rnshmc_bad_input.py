@@ -254,8 +254,14 @@ def test_a_surrogate_that_fails_far_out_falls_back_to_exact_gradients_there(kind
         warnings.simplefilter("always")
         idata = run(independent_normal(), draws=2000, surrogate=DistortedSurrogate(kind, amount))
     assert sample_stat(idata, "used_surrogate").all()
-    # Where the surrogate fails the trajectory follows the exact gradient, and says so.
-    assert (sample_stat(idata, "n_gradient_evals") > 0).any()
+    # Where the surrogate fails the trajectory follows the exact gradient, and says so; a
+    # trajectory that needs it at more than a quarter of its points stops and is rejected.
+    exact = sample_stat(idata, "n_gradient_evals")
+    assert (exact > 0).any()
+    allowed = np.maximum(1, (0.25 * (sample_stat(idata, "n_steps") + 1)).astype(int))
+    assert (exact <= allowed + 1).all(), "a draw paid for more exact gradients than its share"
+    left = sample_stat(idata, "left_trust_region")
+    assert left.any() and not sample_stat(idata, "accepted")[left].any()
     assert any(issubclass(w.category, SurrogateWarning) for w in caught)
     assert_normal_moments(idata, kind, min_ess=100)
     # The surrogate fails beyond `amount` sds of some coordinate, a region with posterior
