@@ -254,7 +254,7 @@ class ARNSHMC(SurrogateHMC):
         if self.rng.random() < probability:
             try:
                 with single_blas_thread():
-                    surrogate = self._learner.updated_surrogate()
+                    surrogate = self._learner.updated_surrogate(fast_only=True)
             except (np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
                 if not self._warned_refresh:
                     self._warned_refresh = True

@@ -53,7 +53,8 @@ class Capabilities:
     ----------
     online : bool
         ``online_estimator(positions, potentials, gradients)`` returns a learner whose
-        ``updated_surrogate()`` includes every point ``add``-ed since (ARNSHMC needs it).
+        ``updated_surrogate(fast_only)`` includes every point ``add``-ed since (ARNSHMC needs
+        it); with ``fast_only=True`` it raises ``LinAlgError`` rather than run a slow solve.
     defined_everywhere : bool
         Finite everywhere by design. ``False`` (a grid's box): NaN outside its domain is how it
         works, and the exact potential and gradient are used there.

@@ -75,9 +75,9 @@ class _DistortedLearner:
     def add(self, position, potential, gradient=None):
         self.learner.add(position, potential, gradient)
 
-    def updated_surrogate(self):
+    def updated_surrogate(self, fast_only=False):
         updated = copy.copy(self.distorted)
-        updated.inner = self.learner.updated_surrogate()
+        updated.inner = self.learner.updated_surrogate(fast_only)
         return updated
 
 

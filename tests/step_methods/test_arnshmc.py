@@ -6,7 +6,7 @@ import cloudpickle
 import numpy as np
 import pytest
 
-from pymc_rnshmc import ARNSHMC
+from pymc_rnshmc import ARNSHMC, SurrogateWarning
 from pymc_rnshmc.hmc.force_field import ForceField
 from pymc_rnshmc.step_methods.arnshmc import refresh_probability
 from tests.checks import assert_moments, posterior_draws, sample_stat
@@ -259,3 +259,29 @@ def test_a_refresh_replaces_the_cached_start_gradient():
     point, n_evals, _ = step._current_point(position, force_field)
     assert n_evals == 0  # the exact logp stays cached
     np.testing.assert_array_equal(point.force, step.surrogate.gradient(position))
+
+
+def test_a_refresh_inside_a_draw_never_falls_back_to_a_slow_least_squares(monkeypatch):
+    # lstsq of order s + 1 takes seconds at s = 2000: a refresh whose Cholesky fails skips.
+    from pymc_rnshmc.surrogates.network import online_least_squares
+
+    model = independent_normal()
+    with model:
+        step = ARNSHMC(exploration_steps=EXPLORATION, refresh_scale=1e9)
+    start_chain(step, seed=7, tune=200, draws=10)
+    point = model.initial_point()
+    for _ in range(EXPLORATION + 5):
+        point, _ = step.step(point)
+
+    def singular(*args, **kwargs):
+        raise np.linalg.LinAlgError("singular")
+
+    def slow(*args, **kwargs):
+        raise AssertionError("lstsq ran inside a draw")
+
+    monkeypatch.setattr(online_least_squares.scipy.linalg, "cho_factor", singular)
+    monkeypatch.setattr(online_least_squares.scipy.linalg, "lstsq", slow)
+    before = step.surrogate
+    with pytest.warns(SurrogateWarning, match="could not refresh"):
+        point, stats = step.step(point)
+    assert step.surrogate is before and stats[0]["used_surrogate"]

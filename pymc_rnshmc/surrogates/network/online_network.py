@@ -84,19 +84,20 @@ class OnlineNetworkLearner:
         if len(self._pending) >= self.block_size:
             self._flush()
 
-    def updated_surrogate(self):
+    def updated_surrogate(self, fast_only: bool = False):
         """A copy of the surrogate with the least-squares weights of every point so far.
 
         Costs one Cholesky factorization of order ``s + 1`` (a least-squares solve if the
-        penalized normal equations are numerically singular).
+        penalized normal equations are numerically singular, unless ``fast_only``).
 
         Raises
         ------
         numpy.linalg.LinAlgError
-            The weights came out non-finite.
+            The weights came out non-finite, or (``fast_only``) the Cholesky factorization
+            failed.
         """
         self._flush()
-        solution = self.estimator.solve()
+        solution = self.estimator.solve(fast_only)
         if not np.all(np.isfinite(solution)):
             raise np.linalg.LinAlgError("the online least-squares weights are not finite")
         updated = copy.copy(self.surrogate)
