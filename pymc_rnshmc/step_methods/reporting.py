@@ -42,12 +42,13 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
 }
 """Stats of every draw. PyMC's names where they exist; ``model_logp`` becomes ``lp`` in the
 result. ``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the model (a joint
-logp-and-gradient call counts in both); ``surrogate_error`` is how much the surrogate misjudged
-the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``. In surrogate draws
-``left_trust_region`` marks a surrogate trajectory rejected because it needed the exact force
-at too many points (see :mod:`pymc_rnshmc.hmc.force_field`). ``largest_eigval`` and
-``smallest_eigval`` describe the metric of the surrogate dynamics (the
-eigenvalues of its inverse mass matrix); in exact NUTS draws they are PyMC's."""
+logp-and-gradient call counts in both). ``surrogate_error`` is how much the surrogate misjudged
+the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``: on every draw
+during tuning, on every tenth after it (NaN on the others; it costs about a leapfrog step).
+``left_trust_region`` marks a surrogate trajectory rejected because it needed the exact force at
+too many points (see :mod:`pymc_rnshmc.hmc.force_field`). In surrogate draws ``largest_eigval``
+and ``smallest_eigval`` describe the metric of the surrogate dynamics (the eigenvalues of its
+inverse mass matrix); in exact NUTS draws they are PyMC's."""
 
 _NUTS_RENAMES = {"depth": "tree_depth", "mean_tree_accept": "accept", "tree_size": "n_steps"}
 

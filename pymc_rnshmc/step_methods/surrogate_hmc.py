@@ -75,6 +75,8 @@ __all__ = ["SurrogateHMC", "SurrogateHMCState"]
 _log = logging.getLogger("pymc.rnshmc")
 _DUAL_AVERAGING = ("gamma", "k", "t0")
 """PyMC's dual-averaging hyperparameters, as ``BaseHMC`` takes them."""
+SURROGATE_ERROR_EVERY = 10
+"""After tuning, the ``surrogate_error`` statistic is computed on every this-many-th draw."""
 
 
 @dataclass_state
@@ -400,24 +402,28 @@ class SurrogateHMC(NUTS):
 
         Returns the surrogate potential at the end, the integrator's acceptance on the
         surrogate's own Hamiltonian, and how much the surrogate misjudged the potential change.
+        The potentials cost about a leapfrog step and, after tuning, serve only the
+        ``surrogate_error`` statistic: then they are computed on every
+        ``SURROGATE_ERROR_EVERY``-th draw only (NaN on the others).
         """
-        if move.failed or move.left_trust_region:
+        diagnosed = self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0
+        if move.failed or move.left_trust_region or not diagnosed:
             return np.nan, 0.0, np.nan
         end_logp = decision.end.logp
+        start_surrogate = start.surrogate_potential
+        if np.isnan(start_surrogate):  # left unknown by a draw without the diagnostic
+            start_surrogate = self._surrogate_potential(start.position, start.logp)
         integrator_accept, surrogate_error = 0.0, np.nan
         with np.errstate(over="ignore", invalid="ignore"):
             end_surrogate = self._surrogate_potential(move.position, end_logp)
             start_energy = move.start_kinetic - start.logp
             surrogate_change = (
-                end_surrogate
-                - start.surrogate_potential
-                + move.end_kinetic
-                - (start_energy + start.logp)
+                end_surrogate - start_surrogate + move.end_kinetic - (start_energy + start.logp)
             )
         if np.isfinite(surrogate_change):
             integrator_accept = float(np.exp(min(0.0, -surrogate_change)))
         if decision.divergence is None:
-            surrogate_error = (start.logp - end_logp) - (end_surrogate - start.surrogate_potential)
+            surrogate_error = (start.logp - end_logp) - (end_surrogate - start_surrogate)
         return end_surrogate, integrator_accept, surrogate_error
 
     def _surrogate_potential(self, position: np.ndarray, target_logp: float) -> float:

@@ -70,7 +70,7 @@ def test_draws_after_tuning_cost_one_logp(sequential_run, sampler):
         np.testing.assert_array_equal(logps, 1 + outside)
     accept = sample_stat(idata, "accept")
     assert 0.5 < accept.mean() <= 1.0
-    assert np.isfinite(sample_stat(idata, "surrogate_error")).all()
+    assert np.isfinite(sample_stat(idata, "surrogate_error")[:, ::10]).all()  # TUNE % 10 == 0
 
 
 def test_each_sequential_chain_explores_and_fits_its_own_surrogate(sequential_run, sampler):
@@ -257,3 +257,27 @@ def test_eigenvalue_stats_describe_the_metric_the_surrogate_draws_use(model, sam
     eigenvalues = np.linalg.eigvalsh(covariance)
     np.testing.assert_allclose(sample_stat(idata, "largest_eigval"), eigenvalues[-1], rtol=1e-10)
     np.testing.assert_allclose(sample_stat(idata, "smallest_eigval"), eigenvalues[0], rtol=1e-10)
+
+
+def test_after_tuning_the_diagnostic_surrogate_potential_is_evaluated_on_every_tenth_draw(
+    model, sampler
+):
+    # It only serves the surrogate_error stat and costs about a leapfrog step: evaluating it
+    # on every draw made each draw a step longer than needed.
+    with model:
+        step = sampler.make()
+    start_chain(step, seed=4, tune=TUNE, draws=100)
+    point = model.initial_point()
+    for _ in range(TUNE):
+        point, _ = step.step(point)
+    step.stop_tuning()
+    calls = []
+    surrogate_potential = step.surrogate.potential
+    step.surrogate.potential = lambda q: calls.append(1) or surrogate_potential(q)
+    errors = []
+    for _ in range(100):
+        point, stats = step.step(point)
+        errors.append(stats[0]["surrogate_error"])
+    assert len(calls) <= 20
+    errors = np.array(errors)
+    assert np.isfinite(errors[::10]).all() and np.isnan(errors[1::10]).all()
