@@ -17,14 +17,14 @@ from pymc.step_methods.state import dataclass_state
 from pymc_rnshmc._checks import check_positive_number
 from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateWarning
 from pymc_rnshmc.hmc.corrections import Evaluation
+from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
-from pymc_rnshmc.step_methods.exploration import ExplorationRecord
-from pymc_rnshmc.step_methods.network_options import NETWORK_OPTIONS, network_surrogate
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
-from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE
-from pymc_rnshmc.step_methods.state import DrawResult, Phase
+from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC, SurrogateHMCState
 from pymc_rnshmc.surrogates.base import Capabilities
+from pymc_rnshmc.surrogates.network.options import NETWORK_OPTIONS, network_surrogate
+from pymc_rnshmc.surrogates.training import ExplorationRecord
 
 __all__ = ["ARNSHMC", "refresh_probability"]
 

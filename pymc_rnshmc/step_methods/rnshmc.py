@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pymc_rnshmc.step_methods.network_options import network_surrogate
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
 from pymc_rnshmc.surrogates import PotentialSurrogate
+from pymc_rnshmc.surrogates.network.options import network_surrogate
 
 __all__ = ["RNSHMC"]
 

@@ -1,4 +1,4 @@
-"""When a surrogate HMC chain stops exploring, how much it trains on, and when it may postpone.
+"""A surrogate HMC chain's phases, and the schedule that moves it from exploring to sampling.
 
 The policy that Stan keeps in its services layer. ``pm.sample`` offers a step only ``tune``,
 ``stop_tuning()`` and, on PyMC 6, ``setup_chain(rng, tune, draws)``, so the policy lives with the
@@ -9,8 +9,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
-__all__ = ["ARNSHMC_SCHEDULE", "RNSHMC_SCHEDULE", "SPARSE_GRID_SCHEDULE", "ExplorationSchedule"]
+__all__ = [
+    "ARNSHMC_SCHEDULE",
+    "RNSHMC_SCHEDULE",
+    "SPARSE_GRID_SCHEDULE",
+    "ExplorationSchedule",
+    "Phase",
+]
+
+
+class Phase(StrEnum):
+    """What a surrogate HMC chain is doing (compares equal to its value, e.g. ``"surrogate"``)."""
+
+    EXPLORATION = "exploration"
+    """Exact NUTS, recording draws for the first fit."""
+    SURROGATE = "surrogate"
+    """Surrogate dynamics with the exact Metropolis test."""
+    EXACT = "exact"
+    """Exact NUTS for good: no usable surrogate."""
 
 
 @dataclass(frozen=True)

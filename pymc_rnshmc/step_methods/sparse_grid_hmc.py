@@ -10,15 +10,15 @@ import numpy as np
 from pymc_rnshmc._checks import check_positive_integer, check_probability
 from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.corrections import ApproximateMetropolis, Correction
-from pymc_rnshmc.step_methods.network_options import NETWORK_OPTIONS
+from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
-from pymc_rnshmc.step_methods.schedule import SPARSE_GRID_SCHEDULE
-from pymc_rnshmc.step_methods.state import DrawResult, Phase
+from pymc_rnshmc.step_methods.schedule import SPARSE_GRID_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
 from pymc_rnshmc.surrogates.grid.domain import DOMAINS, BoxSurrogate
 from pymc_rnshmc.surrogates.grid.force_map import ForceMapSurrogate
 from pymc_rnshmc.surrogates.grid.sizing import DEFAULT_MAX_POINTS, choose_cells, choose_level
 from pymc_rnshmc.surrogates.grid.sparse_grid_surrogate import SparseGridSurrogate
+from pymc_rnshmc.surrogates.network.options import NETWORK_OPTIONS
 
 __all__ = ["SparseGridHMC"]
 

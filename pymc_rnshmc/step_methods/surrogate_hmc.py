@@ -9,10 +9,11 @@ A chain's lifecycle, one short method each:
    (:meth:`SurrogateHMC._choose_dynamics`);
 4. sample: a surrogate proposal corrected by the exact model (:meth:`SurrogateHMC._surrogate_draw`).
 
-The hot path of a draw after tuning: ``step`` -> ``astep`` -> ``_surrogate_draw``: the cached
-:class:`~pymc_rnshmc.step_methods.state.CachedPoint` -> ``proposal.propose`` (leapfrog on the
+The hot path of a draw after tuning: ``step`` -> ``astep`` -> ``_surrogate_draw`` ->
+:func:`~pymc_rnshmc.hmc.transition.surrogate_transition`: the cached
+:class:`~pymc_rnshmc.hmc.transition.CachedPoint` -> ``proposal.propose`` (leapfrog on the
 :class:`~pymc_rnshmc.hmc.force_field.ForceField`, one surrogate gradient per step) ->
-``correction.decide`` (one exact ``logp``) -> :class:`~pymc_rnshmc.step_methods.state.DrawResult`
+``correction.decide`` (one exact ``logp``) -> :class:`~pymc_rnshmc.hmc.transition.DrawResult`
 -> ``_stats``.
 
 Configurations change behaviour through the constructor's parts (the surrogate, the schedule,
@@ -51,17 +52,21 @@ from pymc_rnshmc.hmc.metrics import DenseMetric
 from pymc_rnshmc.hmc.proposals import LeapfrogProposal
 from pymc_rnshmc.hmc.trajectory_candidates import choose_trajectory, rows
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
+from pymc_rnshmc.hmc.transition import (
+    CachedPoint,
+    DrawResult,
+    surrogate_potential_or_target,
+    surrogate_transition,
+)
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.exact_model import ExactModel
-from pymc_rnshmc.step_methods.exploration import ExplorationRecord
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
     nuts_stats_to_surrogate_stats,
     progressbar_config,
     progressbar_update,
 )
-from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule
-from pymc_rnshmc.step_methods.state import CachedPoint, DrawResult, Phase
+from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.variables import continuous_value_vars
 from pymc_rnshmc.surrogates.base import (
     Capabilities,
@@ -69,6 +74,7 @@ from pymc_rnshmc.surrogates.base import (
     fit_summary,
     for_simulation,
 )
+from pymc_rnshmc.surrogates.training import ExplorationRecord
 
 __all__ = ["SurrogateHMC", "SurrogateHMCState"]
 
@@ -301,57 +307,27 @@ class SurrogateHMC(NUTS):
             EXACT_FORCE_SHARE if trusted_everywhere else None,
         )
         start, n_logp_evals, approximate = self._current_point(position, force_field)
-        correction = self._correction()
-        step_size = self._surrogate_step_size()
-        move = self._proposal.propose(
-            position, start.force, force_field, step_size, self.rng, start.exact_force
+        result = surrogate_transition(
+            start,
+            self._proposal,
+            self._correction(),
+            force_field,
+            self._surrogate_step_size(),
+            self.rng,
+            evaluate=self._evaluate_end,
+            surrogate_potential=self.surrogate.potential,
+            cast=self.exact_model.cast,
+            extras=self.exact_model.extra_values(),
+            diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
         )
-        # The chain holds points in the model's dtype: judge and cache the proposal as it will be
-        # held, or the next draw's start misses the cache (a float32 model paid two logps).
-        move = move._replace(position=self.exact_model.cast(move.position))
-        decision = correction.decide(start.logp, move, self._evaluate_end, self.rng)
-        end = decision.end
-        end_surrogate, integrator_accept, surrogate_error = self._surrogate_agreement(
-            start, move, decision
+        result = result._replace(
+            n_logp_evals=n_logp_evals + result.n_logp_evals,
+            approximate_test=approximate or result.approximate_test,
         )
         if self.tune:
-            self.step_adapt.update(
-                self._adaptation_accept(decision.accept, integrator_accept), True
-            )
-        if decision.accepted:
-            point = CachedPoint(
-                move.position.copy(),
-                end.logp,
-                self.exact_model.extra_values(),
-                end_surrogate,
-                move.force,
-                move.end_exact,
-            )
-            energy = move.end_kinetic - end.logp
-        else:
-            point = start._replace(extras=self.exact_model.extra_values())
-            energy = move.start_kinetic - start.logp
-        self._cache = point
-        exact_end = end is not None and end.exact
-        exact_forces = force_field.exact_points
-        result = DrawResult(
-            end=point,
-            proposal=end,
-            accept=decision.accept,
-            accepted=decision.accepted,
-            energy=energy,
-            energy_change=decision.energy_change,
-            n_steps=move.n_steps,
-            step_size=step_size,
-            n_logp_evals=n_logp_evals + int(exact_end) + exact_forces,
-            n_gradient_evals=int(exact_end and end.potential_gradient is not None) + exact_forces,
-            exact_forces=exact_forces,
-            surrogate_error=surrogate_error,
-            integrator_accept=integrator_accept,
-            divergence=decision.divergence,
-            approximate_test=approximate or (end is not None and not end.exact),
-            left_trust_region=move.left_trust_region,
-        )
+            accept = self._adaptation_accept(result.accept, result.integrator_accept)
+            self.step_adapt.update(accept, True)
+        self._cache = result.end
         self._note_exact_forces(result)
         return result
 
@@ -383,7 +359,9 @@ class SurrogateHMC(NUTS):
                 f"Bad initial energy: the model's logp is {logp} at the current point. "
                 "Check the initial values with model.debug() or model.point_logps()."
             )
-        surrogate_potential = self._surrogate_potential(position, logp)
+        surrogate_potential = surrogate_potential_or_target(
+            self.surrogate.potential, position, logp
+        )
         force = np.asarray(force_field(position), dtype=float)
         point = CachedPoint(
             position.copy(),
@@ -394,46 +372,6 @@ class SurrogateHMC(NUTS):
             force_field.last_exact,
         )
         return point, n_evals, not evaluation.exact
-
-    def _surrogate_agreement(
-        self, start: CachedPoint, move, decision
-    ) -> tuple[float, float, float]:
-        """How the surrogate saw the move.
-
-        Returns the surrogate potential at the end, the integrator's acceptance on the
-        surrogate's own Hamiltonian, and how much the surrogate misjudged the potential change.
-        The potentials cost about a leapfrog step and, after tuning, serve only the
-        ``surrogate_error`` statistic: then they are computed on every
-        ``SURROGATE_ERROR_EVERY``-th draw only (NaN on the others).
-        """
-        diagnosed = self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0
-        if move.failed or move.left_trust_region or not diagnosed:
-            return np.nan, 0.0, np.nan
-        end_logp = decision.end.logp
-        start_surrogate = start.surrogate_potential
-        if np.isnan(start_surrogate):  # left unknown by a draw without the diagnostic
-            start_surrogate = self._surrogate_potential(start.position, start.logp)
-        integrator_accept, surrogate_error = 0.0, np.nan
-        with np.errstate(over="ignore", invalid="ignore"):
-            end_surrogate = self._surrogate_potential(move.position, end_logp)
-            start_energy = move.start_kinetic - start.logp
-            surrogate_change = (
-                end_surrogate - start_surrogate + move.end_kinetic - (start_energy + start.logp)
-            )
-        if np.isfinite(surrogate_change):
-            integrator_accept = float(np.exp(min(0.0, -surrogate_change)))
-        if decision.divergence is None:
-            surrogate_error = (start.logp - end_logp) - (end_surrogate - start_surrogate)
-        return end_surrogate, integrator_accept, surrogate_error
-
-    def _surrogate_potential(self, position: np.ndarray, target_logp: float) -> float:
-        """``U~`` of the trajectories' Hamiltonian.
-
-        The surrogate's, or the target's where the surrogate is not defined (the sparse-grid
-        paper's eq. 3.11): a fixed function of the position either way.
-        """
-        value = float(self.surrogate.potential(position))
-        return value if np.isfinite(value) else -float(target_logp)
 
     def _exact_gradient(self, position: np.ndarray) -> np.ndarray:
         return self.exact_model.potential_and_gradient(position)[1]

@@ -1,8 +1,9 @@
-"""The random-network options that RNSHMC and ARNSHMC share, turned into a surrogate."""
+"""The random-network options a sampler takes, turned into a surrogate (or a user's checked)."""
 
 from __future__ import annotations
 
-from pymc_rnshmc.surrogates import PotentialSurrogate, RandomNetworkSurrogate
+from pymc_rnshmc.surrogates.base import PotentialSurrogate
+from pymc_rnshmc.surrogates.network.random_network import RandomNetworkSurrogate
 
 __all__ = ["NETWORK_OPTIONS", "network_surrogate"]
 

@@ -1,0 +1,185 @@
+"""One surrogate HMC transition: propose with the surrogate, correct with the target.
+
+numpy only: the exact model, the surrogate and the random stream come in as callables and values,
+so this is the whole numerical content of a draw, and the PyMC step around it keeps only the
+bookkeeping (the cached point, step-size adaptation, statistics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from pymc_rnshmc.hmc.corrections import Correction, Decision, Evaluation
+from pymc_rnshmc.hmc.force_field import ForceField
+from pymc_rnshmc.hmc.proposals import Move, Proposal
+
+__all__ = ["CachedPoint", "DrawResult", "surrogate_potential_or_target", "surrogate_transition"]
+
+
+class CachedPoint(NamedTuple):
+    """The chain's current point and what is already known there.
+
+    Attributes
+    ----------
+    position : ndarray
+        In the model's dtype, exactly as the chain holds it.
+    logp : float
+        Log density of the Metropolis test at ``position`` (the exact one, unless an opt-in
+        approximate test is used).
+    extras : tuple
+        Whatever else the target depended on when ``logp`` was computed (PyMC: the values of
+        the variables the step does not sample).
+    surrogate_potential : float
+        The trajectories' potential ``U~`` at ``position``; NaN while not known.
+    force : ndarray or None
+        The trajectories' force field at ``position``; ``None`` while not known.
+    exact_force : bool
+        ``force`` is the exact gradient (the surrogate's was not usable here).
+    """
+
+    position: np.ndarray
+    logp: float
+    extras: tuple
+    surrogate_potential: float = np.nan
+    force: np.ndarray | None = None
+    exact_force: bool = False
+
+    def without_surrogate_values(self) -> CachedPoint:
+        """The same point with the surrogate's values forgotten (after the surrogate changed)."""
+        return CachedPoint(self.position, self.logp, self.extras)
+
+
+class DrawResult(NamedTuple):
+    """Everything one surrogate draw did; the step turns it into statistics.
+
+    ``end`` is where the chain is after the draw; ``proposal`` is the target's evaluation at the
+    proposal (``None`` if none was made), for surrogates that learn from it.
+    """
+
+    end: CachedPoint
+    proposal: Evaluation | None
+    accept: float
+    accepted: bool
+    energy: float
+    energy_change: float
+    n_steps: int
+    step_size: float
+    n_logp_evals: int
+    n_gradient_evals: int
+    exact_forces: int
+    surrogate_error: float
+    integrator_accept: float
+    divergence: str | None
+    approximate_test: bool = False
+    left_trust_region: bool = False
+
+
+def surrogate_potential_or_target(
+    surrogate_potential: Callable[[np.ndarray], float], position: np.ndarray, target_logp: float
+) -> float:
+    """``U~`` at ``position``, or ``-target_logp`` where the surrogate is not defined.
+
+    The sparse-grid paper's eq. 3.11: a fixed function of the position either way.
+    """
+    value = float(surrogate_potential(position))
+    return value if np.isfinite(value) else -float(target_logp)
+
+
+def surrogate_transition(
+    start: CachedPoint,
+    proposal: Proposal,
+    correction: Correction,
+    force_field: ForceField,
+    step_size: float,
+    rng: np.random.Generator,
+    *,
+    evaluate: Callable[[np.ndarray], Evaluation],
+    surrogate_potential: Callable[[np.ndarray], float],
+    cast: Callable[[np.ndarray], np.ndarray],
+    extras: tuple,
+    diagnose: bool,
+) -> DrawResult:
+    """Propose from a complete ``start`` with the surrogate's dynamics; correct with the target.
+
+    Random numbers come from ``rng`` only: the proposal's, then one uniform of the correction.
+    ``evaluate`` is the target at the proposal, ``cast`` puts a position in the dtype the chain
+    holds, ``extras`` tags the new point's ``logp``. With ``diagnose`` the surrogate potential is
+    also compared with the target (``surrogate_error``, the integrator's acceptance); otherwise
+    those are NaN and 0 and no surrogate potential is evaluated.
+    """
+    move = proposal.propose(
+        start.position, start.force, force_field, step_size, rng, start.exact_force
+    )
+    # judge and cache the proposal as the chain will hold it (a float32 model otherwise missed
+    # its cache at the next draw)
+    move = move._replace(position=cast(move.position))
+    decision = correction.decide(start.logp, move, evaluate, rng)
+    end = decision.end
+    end_surrogate, integrator_accept, surrogate_error = _agreement(
+        start, move, decision, surrogate_potential, diagnose
+    )
+    if decision.accepted:
+        point = CachedPoint(
+            move.position.copy(), end.logp, extras, end_surrogate, move.force, move.end_exact
+        )
+        energy = move.end_kinetic - end.logp
+    else:
+        point = start._replace(extras=extras)
+        energy = move.start_kinetic - start.logp
+    exact_end = end is not None and end.exact
+    exact_forces = force_field.exact_points
+    return DrawResult(
+        end=point,
+        proposal=end,
+        accept=decision.accept,
+        accepted=decision.accepted,
+        energy=energy,
+        energy_change=decision.energy_change,
+        n_steps=move.n_steps,
+        step_size=step_size,
+        n_logp_evals=int(exact_end) + exact_forces,
+        n_gradient_evals=int(exact_end and end.potential_gradient is not None) + exact_forces,
+        exact_forces=exact_forces,
+        surrogate_error=surrogate_error,
+        integrator_accept=integrator_accept,
+        divergence=decision.divergence,
+        approximate_test=end is not None and not end.exact,
+        left_trust_region=move.left_trust_region,
+    )
+
+
+def _agreement(
+    start: CachedPoint,
+    move: Move,
+    decision: Decision,
+    surrogate_potential: Callable[[np.ndarray], float],
+    diagnose: bool,
+) -> tuple[float, float, float]:
+    """How the surrogate saw the move.
+
+    Returns the surrogate potential at the end, the integrator's acceptance on the surrogate's
+    own Hamiltonian, and how much the surrogate misjudged the potential change.
+    """
+    if move.failed or move.left_trust_region or not diagnose:
+        return np.nan, 0.0, np.nan
+    end_logp = decision.end.logp
+    start_surrogate = start.surrogate_potential
+    if np.isnan(start_surrogate):  # left unknown by a draw without the diagnostic
+        start_surrogate = surrogate_potential_or_target(
+            surrogate_potential, start.position, start.logp
+        )
+    integrator_accept, surrogate_error = 0.0, np.nan
+    with np.errstate(over="ignore", invalid="ignore"):
+        end_surrogate = surrogate_potential_or_target(surrogate_potential, move.position, end_logp)
+        start_energy = move.start_kinetic - start.logp
+        surrogate_change = (
+            end_surrogate - start_surrogate + move.end_kinetic - (start_energy + start.logp)
+        )
+    if np.isfinite(surrogate_change):
+        integrator_accept = float(np.exp(min(0.0, -surrogate_change)))
+    if decision.divergence is None:
+        surrogate_error = (start.logp - end_logp) - (end_surrogate - start_surrogate)
+    return end_surrogate, integrator_accept, surrogate_error
