@@ -181,7 +181,7 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
             "path_length": best.path_length,
             "simulated_step_size": best.step_size,
         }
-        result["mean_abs_surrogate_error"] = float(np.abs(stats["surrogate_error"]).mean())
+        result["mean_abs_surrogate_error"] = float(np.nanmean(np.abs(stats["surrogate_error"])))
     if profiler:
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)

@@ -75,3 +75,13 @@ def test_imports_follow_the_layers(path):
 
 def test_every_module_is_in_a_known_layer():
     assert {layer_of(path) for path in MODULES} <= set(ALLOWED)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_long_functions_say_what_they_do(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        # (constructors are documented by their class, as numpydoc does)
+        long = isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno >= 40
+        if long and node.name != "__init__":
+            assert ast.get_docstring(node), f"{path.name}: {node.name} (40+ lines) has no docstring"

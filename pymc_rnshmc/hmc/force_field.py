@@ -6,11 +6,14 @@ reversible and volume preserving (the sparse-grid HMC paper's eq. 3.11 mixes fie
 way), and a surrogate that fails somewhere cannot wall that region off from the chain.
 
 For a surrogate meant to hold everywhere, such points mark where it was never trained: a
-trajectory that needs the exact force at more than ``EXACT_FORCE_SHARE`` of its points has left
-the surrogate's trust region, and it stops (:class:`LeftTrustRegion`) to be rejected instead of
-paying an exact gradient at every further step. The count runs over all the trajectory's
-points, both ends included, and so is the same for the reversed trajectory: rejecting on it
-keeps the kernel reversible.
+trajectory that needs the exact force at more than ``EXACT_FORCE_FLOOR`` points and more than
+``EXACT_FORCE_SHARE`` of its points has left the surrogate's trust region, and it stops
+(:class:`LeftTrustRegion`) to be rejected instead of paying an exact gradient at every further
+step (up to ``max_steps`` of them). The floor is generous on purpose: a share alone (measured
+with a surrogate that fails beyond 2.5 sd) rejected so many trajectories near the untrained
+region that the chain stuck there, mixing worse *and* paying more exact gradients. The count runs
+over all the trajectory's points, both ends included, and so is the same for the reversed
+trajectory: rejecting on it keeps the kernel reversible.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 __all__ = [
+    "EXACT_FORCE_FLOOR",
     "EXACT_FORCE_SHARE",
     "FORCE_BOUND_FACTOR",
     "ForceField",
@@ -32,7 +36,9 @@ FORCE_BOUND_FACTOR = 1e3
 treated as a surrogate failure (like a non-finite one): the exact gradient is used there."""
 
 EXACT_FORCE_SHARE = 0.25
-"""Largest share of a trajectory's points that may use the exact force (at least one point)."""
+"""Largest share of a trajectory's points that may use the exact force ..."""
+EXACT_FORCE_FLOOR = 16
+"""... or this many points, if that is more."""
 
 
 class LeftTrustRegion(Exception):
@@ -68,6 +74,8 @@ class ForceField:
     exact_share : float, optional
         Share of a trajectory's points allowed on the exact force (``None``: no limit, for a
         surrogate defined only in a domain, where leaving it is how the method works).
+    exact_floor : int
+        Points always allowed on the exact force, whatever the share.
 
     Attributes
     ----------
@@ -83,11 +91,13 @@ class ForceField:
         exact_gradient: Callable[[np.ndarray], np.ndarray],
         bound: np.ndarray,
         exact_share: float | None = None,
+        exact_floor: int = EXACT_FORCE_FLOOR,
     ) -> None:
         self.surrogate_gradient = surrogate_gradient
         self.exact_gradient = exact_gradient
         self.bound = bound
         self.exact_share = exact_share
+        self.exact_floor = int(exact_floor)
         self.exact_points = 0
         self.last_exact = False
         self._limit: int | None = None
@@ -97,7 +107,7 @@ class ForceField:
         """Count a new trajectory of ``n_points`` points whose first one is already known."""
         self._in_trajectory = int(start_exact)
         if self.exact_share is not None:
-            self._limit = max(1, int(self.exact_share * n_points))
+            self._limit = max(self.exact_floor, int(self.exact_share * n_points))
 
     def __call__(self, position: np.ndarray) -> np.ndarray:
         gradient = self.surrogate_gradient(position)

@@ -582,6 +582,7 @@ class SurrogateHMC(NUTS):
         gradients: np.ndarray,
         end_of_tuning: bool,
     ) -> None:
+        """Install the surrogate and the chosen dynamics, and restart the step-size adaptation."""
         best = choice.best
         self.surrogate = surrogate
         self.trajectory_choice = choice

@@ -60,11 +60,10 @@ def test_leaving_the_trust_region_is_decided_the_same_forwards_and_backwards():
         position, momentum = rng.normal(size=2), rng.normal(size=2)
         free = _trajectory(position, momentum, ForceField(surrogate, exact, np.full(2, 1e3)))
         forward = _trajectory(
-            position, momentum, ForceField(surrogate, exact, np.full(2, 1e3), 0.25)
+            position, momentum, ForceField(surrogate, exact, np.full(2, 1e3), 0.25, exact_floor=1)
         )
-        backward = _trajectory(
-            free.position, -free.momentum, ForceField(surrogate, exact, np.full(2, 1e3), 0.25)
-        )
+        field = ForceField(surrogate, exact, np.full(2, 1e3), 0.25, exact_floor=1)
+        backward = _trajectory(free.position, -free.momentum, field)
         assert (forward is None) == (backward is None)
         decided[forward is None] += 1
         if forward is not None:

@@ -98,7 +98,7 @@ def test_a_deliberately_wrong_surrogate_that_keeps_learning_still_gives_the_righ
 ):
     idata = run(correlated_normal(), draws=2000, surrogate=DistortedSurrogate(kind, amount))
     assert (refreshes_after_tuning(idata) >= 5).all()
-    assert np.abs(sample_stat(idata, "surrogate_error")).mean() > 0.1
+    assert np.nanmean(np.abs(sample_stat(idata, "surrogate_error"))) > 0.1  # every 10th draw
     assert_correlated_normal(idata, kind, min_ess=100, correlation=False)
 
 

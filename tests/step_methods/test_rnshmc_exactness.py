@@ -76,5 +76,5 @@ def test_a_deliberately_wrong_surrogate_still_gives_the_right_answer(kind, amoun
     idata = run(correlated_normal(), draws=2000, surrogate=DistortedSurrogate(kind, amount))
     assert_used_the_surrogate(idata)
     # the distortion is visible: the surrogate misjudges the energy change of proposals
-    assert np.abs(sample_stat(idata, "surrogate_error")).mean() > 0.1
+    assert np.nanmean(np.abs(sample_stat(idata, "surrogate_error"))) > 0.1  # every 10th draw
     assert_correlated_normal(idata, kind, min_ess=100, correlation=False)
