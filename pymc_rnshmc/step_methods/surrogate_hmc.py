@@ -47,7 +47,12 @@ from pymc.vartypes import continuous_types
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
 from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateFitError, SurrogateWarning
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation, ExactMetropolis
-from pymc_rnshmc.hmc.force_field import EXACT_FORCE_SHARE, ForceField, force_bound
+from pymc_rnshmc.hmc.force_field import (
+    EXACT_FORCE_FLOOR,
+    EXACT_FORCE_SHARE,
+    ForceField,
+    force_bound,
+)
 from pymc_rnshmc.hmc.metrics import DenseMetric
 from pymc_rnshmc.hmc.proposals import LeapfrogProposal
 from pymc_rnshmc.hmc.trajectory_candidates import choose_trajectory, rows
@@ -405,8 +410,9 @@ class SurrogateHMC(NUTS):
             "The surrogate's gradient was not finite, or implausibly large, at some points "
             f"of a trajectory; {type(self).__name__} used the exact gradient there (counted in "
             "n_gradient_evals), and rejected trajectories that needed it at more than "
-            f"{EXACT_FORCE_SHARE:.0%} of their points (stat left_trust_region). The posterior "
-            "stays exact, but a surrogate trained on more of the region would mix better.",
+            f"{EXACT_FORCE_FLOOR} points and {EXACT_FORCE_SHARE:.0%} of their points (stat "
+            "left_trust_region). The posterior stays exact, but a surrogate trained on more of "
+            "the region would mix better.",
             SurrogateWarning,
             stacklevel=2,
         )
