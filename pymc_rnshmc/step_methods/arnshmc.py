@@ -194,7 +194,7 @@ class ARNSHMC(SurrogateHMC):
     def _after_fit(self) -> None:
         _, positions, potentials, gradients = self._training_window()
         self._learner = self.surrogate.online_estimator(positions, potentials, gradients)
-        self._next_rebuild = 2 * len(self._record)
+        self._next_rebuild = round(self.schedule.refit_growth * len(self._record))
 
     def _before_draw(self) -> None:
         if self.phase == Phase.SURROGATE:
@@ -243,7 +243,7 @@ class ARNSHMC(SurrogateHMC):
         """Refit, refresh or keep the surrogate before a surrogate draw (see the class doc)."""
         if self.tune and self.rebuild_during_tuning and self.tuning_gradients:
             if len(self._record) >= self._next_rebuild:
-                self._next_rebuild = 2 * len(self._record)
+                self._next_rebuild = round(self.schedule.refit_growth * len(self._record))
                 self._rebuild()
                 return
         if self.freeze_after_tuning and not self.tune:

@@ -57,6 +57,9 @@ class ExplorationSchedule:
         The first fit needs ``points_per_dimension * d + points_constant`` training draws.
     training_share : float
         Share of the last exploration draws trained on (the first ones may still be burning in).
+    refit_growth : float
+        An online-learning surrogate is refitted in batch, during tuning, each time its training
+        points have grown by this factor since the last fit.
     shortest_jump : float
         Floor of the NUTS jump the path-length candidates are built around: a short exploration
         has barely adapted its metric, and in a whitening metric a quarter oscillation is
@@ -75,6 +78,7 @@ class ExplorationSchedule:
     points_per_dimension: int = 2
     points_constant: int = 2
     training_share: float = 0.75
+    refit_growth: float = 2.0
     shortest_jump: float = 0.0
     simulated_draws: int = 100
 

@@ -16,7 +16,7 @@ from pymc_rnshmc.step_methods.schedule import SPARSE_GRID_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
 from pymc_rnshmc.surrogates.grid.domain import DOMAINS, BoxSurrogate
 from pymc_rnshmc.surrogates.grid.force_map import ForceMapSurrogate
-from pymc_rnshmc.surrogates.grid.sizing import DEFAULT_MAX_POINTS, choose_cells, choose_level
+from pymc_rnshmc.surrogates.grid.sizing import DEFAULT_MAX_POINTS, grid_size
 from pymc_rnshmc.surrogates.grid.sparse_grid_surrogate import SparseGridSurrogate
 from pymc_rnshmc.surrogates.network.options import NETWORK_OPTIONS
 
@@ -140,21 +140,9 @@ class SparseGridHMC(SurrogateHMC):
         self.exact_acceptance = bool(exact_acceptance)
         kwargs.setdefault("surrogate_target_accept", 0.8 if grid == "full" else 0.9)
         super().__init__(vars, surrogate=None, schedule=SPARSE_GRID_SCHEDULE, **kwargs)
-        dim = self.exact_model.size
-        if grid == "sparse":
-            if cells_per_dimension is not None:
-                raise ValueError("cells_per_dimension is for grid='full'; use `level`.")
-            if refine and level is not None:
-                raise ValueError("refine=True chooses the grid adaptively; do not pass `level`.")
-            self.level = choose_level(dim, 1 if refine else level, max_points)
-            self.cells_per_dimension = None
-        else:
-            if level is not None or refine:
-                raise ValueError(
-                    "level and refine are for grid='sparse'; use `cells_per_dimension`."
-                )
-            self.level = None
-            self.cells_per_dimension = choose_cells(dim, cells_per_dimension, max_points)
+        self.level, self.cells_per_dimension = grid_size(
+            grid, self.exact_model.size, level, cells_per_dimension, self.refine, max_points
+        )
 
     def _new_surrogate(self) -> BoxSurrogate:
         options = {

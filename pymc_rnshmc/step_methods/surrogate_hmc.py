@@ -125,21 +125,13 @@ class SurrogateHMC(NUTS):
         The unfitted surrogate each chain fits a copy of.
     schedule : ExplorationSchedule
         When the exploration ends and what the first fit uses.
-    exploration_steps : int, optional
-        Exact NUTS draws before the first fit (default from ``schedule``).
-    training_window : int, optional
-        How many of the last exploration draws to train on (default from ``schedule``).
-    path_length : float, optional
-        Integration time of the surrogate trajectories (default: chosen by simulation).
-    max_steps : int
-        Largest number of leapfrog steps of a surrogate trajectory.
-    target_accept : float
-        Target acceptance of the exploration NUTS.
-    surrogate_target_accept : float
-        Target acceptance of the surrogate dynamics on the surrogate's own Hamiltonian.
     start_error : float, optional
         Start the surrogate dynamics only with a fit whose held-out gradient error is below
         this, postponing while the schedule allows; ``None`` starts with any fit.
+    exploration_steps, training_window, path_length, max_steps : optional
+        As for :class:`~pymc_rnshmc.RNSHMC`.
+    target_accept, surrogate_target_accept : float
+        As for :class:`~pymc_rnshmc.RNSHMC`.
     **kwargs
         Passed on to :class:`pymc.NUTS`.
 

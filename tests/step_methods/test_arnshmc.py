@@ -42,6 +42,18 @@ def run(model, tune=500, draws=1500, chains=2, seed=30, cores=1, **step_options)
     return idata
 
 
+def in_surrogate_phase(seed: int, tune: int = 200):
+    """A model and an ARNSHMC step five draws into its surrogate phase, refreshing every draw."""
+    model = independent_normal()
+    with model:
+        step = ARNSHMC(exploration_steps=EXPLORATION, refresh_scale=1e9)
+    start_chain(step, seed=seed, tune=tune, draws=10)
+    point = model.initial_point()
+    for _ in range(EXPLORATION + 5):
+        point, _ = step.step(point)
+    return step, point
+
+
 def refreshes_after_tuning(idata) -> np.ndarray:
     """Surrogate changes during the draws kept, per chain."""
     refreshes = sample_stat(idata, "surrogate_refreshes")
@@ -149,24 +161,6 @@ def test_the_default_schedule_vanishes_but_never_stops():
     assert probabilities.sum() > 10 * np.log(10_000)  # harmonic: unbounded as t grows
 
 
-def test_sampling_state_round_trip_reproduces_refreshes_and_draws():
-    model = independent_normal()
-    with model:
-        step = ARNSHMC(exploration_steps=EXPLORATION, refresh_scale=1e9)
-    start_chain(step, seed=3, tune=200, draws=50)
-    point = model.initial_point()
-    for _ in range(EXPLORATION + 10):
-        point, _ = step.step(point)
-    state = step.sampling_state
-    first = [step.step(point) for _ in range(3)]
-    step.sampling_state = state
-    second = [step.step(point) for _ in range(3)]
-    for (point_a, stats_a), (point_b, stats_b) in zip(first, second, strict=True):
-        np.testing.assert_array_equal(point_a["x"], point_b["x"])
-        for key in ("accept", "surrogate_refreshes", "estimator_points", "model_logp"):
-            assert stats_a[0][key] == stats_b[0][key]
-
-
 def test_each_sequential_chain_starts_its_own_estimator():
     sequential = run(independent_normal(), tune=200, draws=20, seed=8)
     first_draw = np.asarray(sequential.warmup_sample_stats["estimator_points"].values)[:, 0]
@@ -244,13 +238,7 @@ def test_without_the_tuning_length_postponement_is_bounded():
 
 
 def test_a_refresh_replaces_the_cached_start_gradient():
-    model = independent_normal()
-    with model:
-        step = ARNSHMC(exploration_steps=EXPLORATION, refresh_scale=1e9)
-    start_chain(step, seed=7, tune=200, draws=10)
-    point = model.initial_point()
-    for _ in range(EXPLORATION + 5):
-        point, _ = step.step(point)
+    step, _ = in_surrogate_phase(seed=7)
     before = step.surrogate
     position = step._cache.position.copy()
     step._update_surrogate()  # a_t = 1: refreshes
@@ -265,13 +253,7 @@ def test_a_refresh_inside_a_draw_never_falls_back_to_a_slow_least_squares(monkey
     # lstsq of order s + 1 takes seconds at s = 2000: a refresh whose Cholesky fails skips.
     from pymc_rnshmc.surrogates.network import online_least_squares
 
-    model = independent_normal()
-    with model:
-        step = ARNSHMC(exploration_steps=EXPLORATION, refresh_scale=1e9)
-    start_chain(step, seed=7, tune=200, draws=10)
-    point = model.initial_point()
-    for _ in range(EXPLORATION + 5):
-        point, _ = step.step(point)
+    step, point = in_surrogate_phase(seed=7)
 
     def singular(*args, **kwargs):
         raise np.linalg.LinAlgError("singular")

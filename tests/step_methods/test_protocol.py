@@ -15,6 +15,19 @@ from tests.step_methods.conftest import DRAWS, TUNE
 from tests.step_methods.helpers import start_chain
 
 
+def sample_one_chain(step, draws: int, seed: int, tune: int = TUNE):
+    """``pm.sample`` of one quiet chain with ``step`` (inside a model context)."""
+    return pm.sample(
+        step=step,
+        tune=tune,
+        draws=draws,
+        chains=1,
+        random_seed=seed,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
+
+
 def sample(model, case, **kwargs):
     options = {
         "tune": TUNE,
@@ -117,10 +130,11 @@ def test_sampling_state_round_trip_reproduces_the_next_steps(model, sampler, pha
     first = [step.step(point) for _ in range(3)]
     step.sampling_state = state
     second = [step.step(point) for _ in range(3)]
+    timings = {"perf_counter_diff", "process_time_diff", "perf_counter_start", "warning"}
     for (point_a, stats_a), (point_b, stats_b) in zip(first, second, strict=True):
         np.testing.assert_array_equal(point_a["x"], point_b["x"])
-        for key in ("accept", "n_steps", "step_size", "model_logp"):
-            assert stats_a[0][key] == stats_b[0][key], key
+        for key in stats_a[0].keys() - timings:  # ARNSHMC: refreshes and estimator points too
+            np.testing.assert_equal(stats_a[0][key], stats_b[0][key], err_msg=key)
 
 
 @pytest.mark.parametrize("when", ["before sampling", "in the surrogate phase"])
@@ -195,15 +209,7 @@ def test_a_float32_model_pays_one_exact_logp_per_draw(sampler):
         model = independent_normal()
         with model:
             step = sampler.make()
-            idata = pm.sample(
-                step=step,
-                tune=TUNE,
-                draws=100,
-                chains=1,
-                random_seed=6,
-                progressbar=False,
-                compute_convergence_checks=False,
-            )
+            idata = sample_one_chain(step, draws=100, seed=6)
     assert step.dtype == "float32"
     assert posterior_draws(idata, "x").dtype == np.float32
     outside = sample_stat(idata, "n_gradient_evals")  # exact forces (grid: outside its box)
@@ -212,19 +218,11 @@ def test_a_float32_model_pays_one_exact_logp_per_draw(sampler):
 
 def test_a_step_object_reused_for_a_second_call_gives_the_same_draws(model, sampler):
     # The second call used to explore with the first call's surrogate dual averaging.
-    options = {
-        "tune": TUNE,
-        "draws": 50,
-        "chains": 1,
-        "random_seed": 8,
-        "progressbar": False,
-        "compute_convergence_checks": False,
-    }
     with model:
-        fresh = pm.sample(step=sampler.make(), **options)
+        fresh = sample_one_chain(sampler.make(), draws=50, seed=8)
         step = sampler.make()
-        pm.sample(step=step, **options)
-        reused = pm.sample(step=step, **options)
+        sample_one_chain(step, draws=50, seed=8)
+        reused = sample_one_chain(step, draws=50, seed=8)
     np.testing.assert_array_equal(posterior_draws(reused, "x"), posterior_draws(fresh, "x"))
 
 
@@ -242,15 +240,7 @@ def test_set_rng_starts_a_chain_on_both_pymc_generations(model, sampler):
 def test_eigenvalue_stats_describe_the_metric_the_surrogate_draws_use(model, sampler):
     with model:
         step = sampler.make()
-        idata = pm.sample(
-            step=step,
-            tune=TUNE,
-            draws=20,
-            chains=1,
-            random_seed=9,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+        idata = sample_one_chain(step, draws=20, seed=9)
     covariance = getattr(step.trajectory_choice.best.metric, "covariance", None)
     if covariance is None:
         covariance = np.diag(step.trajectory_choice.best.metric.variances)

@@ -7,7 +7,13 @@ import numbers
 from pymc_rnshmc._checks import check_positive_integer
 from pymc_rnshmc.surrogates.grid.sparse_grid import SparseGrid
 
-__all__ = ["DEFAULT_MAX_POINTS", "MAX_FULL_GRID_DIMENSION", "choose_cells", "choose_level"]
+__all__ = [
+    "DEFAULT_MAX_POINTS",
+    "MAX_FULL_GRID_DIMENSION",
+    "choose_cells",
+    "choose_level",
+    "grid_size",
+]
 
 DEFAULT_MAX_POINTS = 2000
 MAX_FULL_GRID_DIMENSION = 3
@@ -77,3 +83,29 @@ def choose_cells(dim: int, cells: int | None, max_points: int) -> int:
             "raise `max_points`."
         )
     return cells
+
+
+def grid_size(
+    grid: str,
+    dim: int,
+    level: int | None,
+    cells_per_dimension: int | None,
+    refine: bool,
+    max_points: int,
+) -> tuple[int | None, int | None]:
+    """``(level, None)`` of a sparse grid or ``(None, cells per axis)`` of a full grid.
+
+    Raises
+    ------
+    ValueError
+        Options of the other kind of grid, ``level`` with ``refine``, or a grid over budget.
+    """
+    if grid == "sparse":
+        if cells_per_dimension is not None:
+            raise ValueError("cells_per_dimension is for grid='full'; use `level`.")
+        if refine and level is not None:
+            raise ValueError("refine=True chooses the grid adaptively; do not pass `level`.")
+        return choose_level(dim, 1 if refine else level, max_points), None
+    if level is not None or refine:
+        raise ValueError("level and refine are for grid='sparse'; use `cells_per_dimension`.")
+    return None, choose_cells(dim, cells_per_dimension, max_points)
