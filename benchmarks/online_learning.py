@@ -6,7 +6,7 @@
 The RNS-HMC paper's Figure 7 isolates the online estimator: a surrogate started from few exact
 evaluations and improved only by the online least-squares updates. So does this script: ARNSHMC
 with a short exploration, no quality check before starting (a huge ``start_error``) and no batch
-refits (``rebuild_during_tuning=False``), and the paper's surrogate (1000 random softplus units
+refits (``refit_during_tuning=False``), and the paper's surrogate (1000 random softplus units
 fitted to values only, no quadratic base; ``--surrogate default`` for ARNSHMC's own), on the
 paper's simulated logistic regression. It plots
 the acceptance probability (moving average of 50 surrogate draws) against the estimator's points
@@ -66,7 +66,7 @@ def main() -> None:
         step = ARNSHMC(
             exploration_steps=args.exploration,
             start_error=1e9,
-            rebuild_during_tuning=False,
+            refit_during_tuning=False,
             **options,
         )
         idata = pm.sample(

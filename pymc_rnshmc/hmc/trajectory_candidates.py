@@ -10,13 +10,22 @@ import numpy as np
 from pymc_rnshmc.hmc import trajectory_tuning
 from pymc_rnshmc.hmc.metrics import DiagonalMetric, dense_metric_from_gradients
 
-__all__ = ["candidate_metrics", "candidate_path_lengths", "choose_trajectory", "rows"]
+__all__ = [
+    "candidate_metrics",
+    "candidate_path_lengths",
+    "choose_trajectory",
+    "lengths_around",
+    "rows",
+]
 
 N_SIMULATED_CHAINS = 16
 STEP_COST = 0.01
 """Cost of a surrogate leapfrog step relative to a draw's exact logp: the expensive-model regime
 this package is for (a network gradient takes tens of microseconds, an expensive logp
 milliseconds). It only breaks near-ties towards shorter trajectories."""
+REFERENCE_INDEX = 4
+"""The metrics are compared at this candidate path length: NUTS's mean jump (the candidates
+start at half of it, in steps of 2^(1/4)), or the middle one when there are fewer."""
 
 
 def candidate_metrics(
@@ -65,6 +74,11 @@ def rows(function):
     return evaluate
 
 
+def lengths_around(path_length: float, below: int = 2, above: int = 2) -> np.ndarray:
+    """Candidate integration times around a previous choice, in steps of 2^(1/4)."""
+    return path_length * 2.0 ** (np.arange(-below, above + 1) / 4)
+
+
 def choose_trajectory(
     surrogate,
     explorer_variances: np.ndarray | None,
@@ -80,6 +94,7 @@ def choose_trajectory(
     shortest_jump: float = 0.0,
     simulated_draws: int = 100,
     extra_metrics: tuple = (),
+    previous: trajectory_tuning.TrajectoryCandidate | None = None,
 ) -> trajectory_tuning.TrajectoryChoice:
     """Pick the metric, step size and path length of the surrogate dynamics by simulation.
 
@@ -92,20 +107,24 @@ def choose_trajectory(
     jump the candidates are built around, for explorations too short to have adapted the
     metric their integration times refer to. ``simulated_draws`` is the length of each
     simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the one
-    from the gradients.
+    from the gradients. With a ``previous`` choice (a refit), the path lengths are those around
+    it, extended upwards while the longest scores best, and the metrics are compared there.
     """
     metrics = candidate_metrics(explorer_variances, positions, gradients) + list(extra_metrics)
-    if path_length is None:
-        lengths = candidate_path_lengths(jumps, tree_lengths, max(step_size, shortest_jump))
-    else:
+    if path_length is not None:
         lengths = np.array([path_length])
+    elif previous is not None:
+        lengths = lengths_around(previous.path_length)
+    else:
+        lengths = candidate_path_lengths(jumps, tree_lengths, max(step_size, shortest_jump))
+    reference = lengths[min(len(lengths) // 2, REFERENCE_INDEX)]
     chosen = np.linspace(0, positions.shape[0] - 1, min(N_SIMULATED_CHAINS, positions.shape[0]))
     starts = positions[chosen.round().astype(int)]
     return trajectory_tuning.tune(
         potential_fn=rows(surrogate.potential),
         gradient_fn=rows(surrogate.gradient),
         metrics=metrics,
-        initial_step_size=step_size,
+        initial_step_size=step_size if previous is None else previous.step_size,
         path_lengths=lengths,
         starts=starts,
         cost_per_step=STEP_COST,
@@ -113,4 +132,5 @@ def choose_trajectory(
         target_accept=target_accept,
         max_steps=max_steps,
         n_draws=simulated_draws,
+        reference_length=float(reference),
     )

@@ -2,9 +2,11 @@
 
 Once a surrogate is fitted, its dynamics cost microseconds per step, so candidate trajectory
 settings can be compared on *simulated* surrogate-HMC chains (Metropolis on the surrogate
-Hamiltonian, many chains in one batch) before a single exact evaluation is spent on them. For
-each candidate metric the step size is set to reach a target acceptance, then every candidate
-path length is simulated and scored by the minimum over coordinates of the ESS per draw of
+Hamiltonian, many chains in one batch) before a single exact evaluation is spent on them. The
+candidate metrics are compared first, each at one reference integration time; the candidate path
+lengths are then simulated with the best metric only (scanning every pair cost three times as
+much for the same choices). Each simulation sets its step size to reach a target acceptance and
+is scored by the minimum over coordinates of the ESS per draw of
 ``q`` (means) and of ``(q - mean)^2`` (spread and tails). The winner has the most ESS of ``q`` per
 unit cost of a real draw (one exact logp plus a small charge per leapfrog step on the surrogate,
 so ESS per exact evaluation with a preference for shorter trajectories) among the
@@ -23,9 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
+
+QUARTER_PERIOD = np.pi / 2
+"""A quarter oscillation of a Gaussian in a metric that whitens it: the metrics are also compared
+at this integration time, since a time that suits one metric (NUTS's jump in the explorer's, or
+a previous choice) can be far too short or long for another."""
 
 __all__ = ["TrajectoryCandidate", "TrajectoryChoice", "effective_sample_size_per_draw", "tune"]
 
@@ -149,19 +157,18 @@ def _find_step_size(potential_fn, gradient_fn, metric, starts, initial, path_len
 
 
 def _extended(path_lengths, candidates, metric, max_extra: int = 8):
-    """Yield ``path_lengths``, then longer ones while this metric's best is among the last two.
+    """Yield ``path_lengths``, then longer ones while this metric's longest scores best.
 
     The grid ratio is kept; a best score at the long end means the grid was too short.
     """
     yield from path_lengths
     ratio = path_lengths[-1] / path_lengths[-2] if len(path_lengths) > 1 else 2.0**0.25
-    path_length = path_lengths[-1]
     for _ in range(max_extra):
         own = [c for c in candidates if c.metric is metric]
-        if len(own) < 2 or max(own, key=lambda c: c.efficiency) not in own[-2:]:
+        longest = max(own, key=lambda c: c.path_length)
+        if max(own, key=lambda c: c.efficiency) is not longest:
             return
-        path_length *= ratio
-        yield path_length
+        yield longest.path_length * ratio
 
 
 def tune(
@@ -176,11 +183,15 @@ def tune(
     target_accept: float = 0.9,
     n_draws: int = 100,
     max_steps: int = 1024,
+    reference_length: float | None = None,
 ) -> TrajectoryChoice:
-    """Score every (metric, path length) on simulated surrogate chains and pick the best.
+    """Pick a metric, then the path length, on simulated surrogate chains.
 
-    The best has the most ESS of ``q`` per unit cost among the candidates whose ESS of
-    ``(q - mean)^2`` per draw is at least half the best such value.
+    Every metric is scored at ``reference_length`` and (unless a single path length is given)
+    at ``QUARTER_PERIOD``; the path lengths are then scanned, outwards from the best-scoring
+    candidate, with its metric only. The best candidate has the most ESS of ``q`` per unit cost
+    among the candidates whose ESS of ``(q - mean)^2`` per draw is at least half the best such
+    value.
 
     Parameters
     ----------
@@ -206,53 +217,109 @@ def tune(
         Simulated draws per chain and candidate.
     max_steps : int
         Largest number of leapfrog steps of a trajectory.
+    reference_length : float, optional
+        Integration time at which the metrics are compared; default the middle candidate.
     """
-    candidates: list[TrajectoryCandidate] = []
-    for metric in metrics:
-        step_size = initial_step_size
-        best, worse_in_a_row = -np.inf, 0
-        for path_length in _extended(path_lengths, candidates, metric):
-            step_size = _find_step_size(
-                potential_fn,
-                gradient_fn,
-                metric,
-                starts,
-                step_size,
-                path_length,
-                target_accept,
-                rng,
-            )
-            centre = path_length / step_size
-            if centre > max_steps:
-                break
-            low = max(1, round(0.8 * centre))
-            high = max(low + 1, round(1.2 * centre))
-
-            def n_steps(low=low, high=high):
-                return int(rng.integers(low, high + 1))
-
-            draws, acceptance = _simulate(
-                potential_fn, gradient_fn, metric, starts, step_size, n_steps, n_draws, rng
-            )
-            ess = effective_sample_size_per_draw(draws)
-            square = effective_sample_size_per_draw((draws - draws.mean(axis=(0, 1))) ** 2)
-            candidate = TrajectoryCandidate(
-                metric=metric,
-                step_size=step_size,
-                path_length=float(path_length),
-                acceptance=acceptance,
-                ess_mean=float(np.min(ess)),
-                ess_square=float(np.min(square)),
-                cost_per_draw=1.0 + 0.5 * (low + high) * cost_per_step,
-            )
-            candidates.append(candidate)
-            best = max(best, candidate.efficiency)
-            worse_in_a_row = worse_in_a_row + 1 if candidate.efficiency < 0.5 * best else 0
-            if worse_in_a_row == 2:
-                break
-    if not candidates:
+    simulate = partial(
+        _score,
+        potential_fn,
+        gradient_fn,
+        starts=starts,
+        cost_per_step=cost_per_step,
+        rng=rng,
+        target_accept=target_accept,
+        n_draws=n_draws,
+        max_steps=max_steps,
+    )
+    if reference_length is None:
+        reference_length = float(path_lengths[len(path_lengths) // 2])
+    lengths = [reference_length]
+    if len(path_lengths) > 1 and not np.isclose(reference_length, QUARTER_PERIOD, rtol=0.1):
+        lengths.append(QUARTER_PERIOD)
+    by_metric = [
+        simulate(metric, length, initial_step_size) for metric in metrics for length in lengths
+    ]
+    scored = [candidate for candidate in by_metric if candidate is not None]
+    if not scored:
         raise ValueError("No trajectory candidate could be simulated.")
+    reference = max(scored, key=lambda c: c.efficiency)
+    candidates = scored + _scan_lengths(simulate, reference, path_lengths)
     best_square = max(c.ess_square for c in candidates)
     eligible = [c for c in candidates if c.ess_square >= 0.5 * best_square]
     winner = max(eligible, key=lambda c: c.mean_efficiency)
     return TrajectoryChoice(best=winner, candidates=candidates)
+
+
+def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths) -> list:
+    """Score the path lengths outwards from the reference's, with its metric.
+
+    Upwards (extending the grid while its long end scores best), then downwards; each direction
+    stops after two candidates in a row score less than half the best so far.
+    """
+    lengths = np.asarray(path_lengths, dtype=float)
+    longer = list(lengths[lengths > reference.path_length * (1 + 1e-9)])
+    shorter = list(lengths[lengths < reference.path_length * (1 - 1e-9)][::-1])
+    candidates = [reference]
+    for direction in (_extended(longer, candidates, reference.metric), shorter):
+        step_size, worse_in_a_row = reference.step_size, 0
+        for path_length in direction:
+            candidate = simulate(reference.metric, path_length, step_size)
+            if candidate is None:
+                break
+            step_size = candidate.step_size
+            candidates.append(candidate)
+            best = max(c.efficiency for c in candidates)
+            worse_in_a_row = worse_in_a_row + 1 if candidate.efficiency < 0.5 * best else 0
+            if worse_in_a_row == 2:
+                break
+    return candidates[1:]
+
+
+def _score(
+    potential_fn,
+    gradient_fn,
+    metric,
+    path_length: float,
+    initial_step_size: float,
+    *,
+    starts,
+    cost_per_step,
+    rng,
+    target_accept,
+    n_draws,
+    max_steps,
+) -> TrajectoryCandidate | None:
+    """Simulate one (metric, path length), after finding its step size; ``None`` if too long."""
+    step_size = _find_step_size(
+        potential_fn,
+        gradient_fn,
+        metric,
+        starts,
+        initial_step_size,
+        path_length,
+        target_accept,
+        rng,
+    )
+    centre = path_length / step_size
+    if centre > max_steps:
+        return None
+    low = max(1, round(0.8 * centre))
+    high = max(low + 1, round(1.2 * centre))
+
+    def n_steps():
+        return int(rng.integers(low, high + 1))
+
+    draws, acceptance = _simulate(
+        potential_fn, gradient_fn, metric, starts, step_size, n_steps, n_draws, rng
+    )
+    ess = effective_sample_size_per_draw(draws)
+    square = effective_sample_size_per_draw((draws - draws.mean(axis=(0, 1))) ** 2)
+    return TrajectoryCandidate(
+        metric=metric,
+        step_size=step_size,
+        path_length=float(path_length),
+        acceptance=acceptance,
+        ess_mean=float(np.min(ess)),
+        ess_square=float(np.min(square)),
+        cost_per_draw=1.0 + 0.5 * (low + high) * cost_per_step,
+    )

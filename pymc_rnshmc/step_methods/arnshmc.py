@@ -5,7 +5,6 @@ The surrogate's refreshes follow a vanishing schedule (diminishing adaptation).
 
 from __future__ import annotations
 
-import copy
 import logging
 import numbers
 import warnings
@@ -15,7 +14,7 @@ import numpy as np
 from pymc.step_methods.state import dataclass_state
 
 from pymc_rnshmc._checks import check_positive_number
-from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateWarning
+from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
@@ -24,7 +23,6 @@ from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC, SurrogateHMCState
 from pymc_rnshmc.surrogates.base import Capabilities
 from pymc_rnshmc.surrogates.network.options import NETWORK_OPTIONS, network_surrogate
-from pymc_rnshmc.surrogates.training import ExplorationRecord
 
 __all__ = ["ARNSHMC", "refresh_probability"]
 
@@ -50,25 +48,22 @@ class ARNSHMCState(SurrogateHMCState):
     refreshes: int
     _learner: Any
     _surrogate_draws: int
-    _next_rebuild: int
     _warned_refresh: bool
 
 
 class ARNSHMC(SurrogateHMC):
-    r"""Adaptive random network surrogate Hamiltonian Monte Carlo.
+    r"""Adaptive random network surrogate Hamiltonian Monte Carlo: RNSHMC that keeps learning.
 
-    Like :class:`~pymc_rnshmc.RNSHMC`, but the exact NUTS exploration is short
-    (``max(50, 1.5 d)`` draws by default, extended while the fit's held-out gradient error
-    exceeds ``start_error``): a first surrogate is fitted then, and the rest of tuning already
-    runs surrogate dynamics with the exact Metropolis test. Every exact evaluation the sampler makes
-    from then on (the end point of each trajectory, with its gradient during tuning) feeds an online
-    least-squares estimator of the network's output weights
+    Tuning runs as in :class:`~pymc_rnshmc.RNSHMC` (a short exact exploration, surrogate
+    dynamics for the rest of tuning, refits as the accepted states double). In addition, every
+    exact evaluation the sampler makes once the surrogate dynamics run (the end point of each
+    trajectory, with its gradient during tuning) feeds an online least-squares estimator of the
+    network's output weights
     (:class:`~pymc_rnshmc.surrogates.network.online_network.OnlineNetworkLearner`, ``O(s^2)`` per
-    point). While tuning, the whole surrogate (whitening, quadratic base, hidden layer, width) is
-    also refitted in batch whenever the number of exact evaluations has doubled since the last fit.
-    The output weights used for proposals are replaced by the estimator's current ones at the
-    ``t``-th surrogate draw with probability ``a_t = min(1, (refresh_scale / t) ^
-    refresh_exponent)``, during tuning and after it.
+    point), and the output weights used for proposals are replaced by the estimator's current
+    ones at the ``t``-th surrogate draw with probability ``a_t = min(1, (refresh_scale / t) ^
+    refresh_exponent)``, during tuning and after it: the surrogate goes on adapting while the
+    kept draws are made.
 
     Why the chain targets the posterior: for a fixed surrogate the draw is a
     Metropolis-Hastings kernel with a reversible, volume-preserving proposal and the exact
@@ -97,8 +92,9 @@ class ARNSHMC(SurrogateHMC):
         Decay exponent of the refresh probability, in (0, 1].
     freeze_after_tuning : bool
         Keep the surrogate fixed after tuning (no adaptation during sampling).
-    rebuild_during_tuning : bool
-        Refit the whole surrogate in batch when the exact evaluations have doubled.
+    refit_during_tuning : bool
+        Refit the whole surrogate in batch (re-choosing the dynamics) when the accepted states
+        have doubled, as RNSHMC does.
     start_error : float
         The surrogate dynamics start once a fit's held-out relative gradient error is below
         this; until then (at most until 70 % of tuning; on PyMC 5, which does not tell the step
@@ -140,7 +136,7 @@ class ARNSHMC(SurrogateHMC):
         refresh_scale: float = 10.0,
         refresh_exponent: float = 1.0,
         freeze_after_tuning: bool = False,
-        rebuild_during_tuning: bool = True,
+        refit_during_tuning: bool = True,
         start_error: float = 0.1,
         **kwargs,
     ) -> None:
@@ -166,12 +162,12 @@ class ARNSHMC(SurrogateHMC):
         self.refresh_scale = refresh_scale
         self.refresh_exponent = float(refresh_exponent)
         self.freeze_after_tuning = bool(freeze_after_tuning)
-        self.rebuild_during_tuning = bool(rebuild_during_tuning)
         super().__init__(
             vars,
             surrogate=surrogate,
             schedule=ARNSHMC_SCHEDULE,
-            start_error=check_positive_number("start_error", start_error),
+            start_error=start_error,
+            refit_during_tuning=refit_during_tuning and self.tuning_gradients,
             **kwargs,
         )
 
@@ -180,21 +176,12 @@ class ARNSHMC(SurrogateHMC):
         self.refreshes = 0
         self._learner = None
         self._surrogate_draws = 0
-        self._next_rebuild = 0
         self._warned_refresh = False
-
-    def stop_tuning(self) -> None:
-        exploring = self.phase == Phase.EXPLORATION
-        super().stop_tuning()
-        if not exploring and self.phase == Phase.SURROGATE:
-            # The record only serves batch refits, which end with tuning.
-            self._record = ExplorationRecord(self.exact_model.size)
 
     # ----------------------------------------------------------------- hooks
     def _after_fit(self) -> None:
         _, positions, potentials, gradients = self._training_window()
         self._learner = self.surrogate.online_estimator(positions, potentials, gradients)
-        self._next_rebuild = round(self.schedule.refit_growth * len(self._record))
 
     def _before_draw(self) -> None:
         if self.phase == Phase.SURROGATE:
@@ -219,13 +206,13 @@ class ARNSHMC(SurrogateHMC):
 
     # ----------------------------------------------------------------- learning
     def _learn_from_proposal(self, result: DrawResult) -> None:
-        """Feed the proposal's exact evaluation to the estimator (and, accepted, to refits).
+        """Feed the proposal's exact evaluation to the estimator.
 
         Proposals the chain could not plausibly move to (energy error above
         ``LEARNING_ENERGY_LIMIT``, or divergent) are left out: a trajectory that flew off would
-        otherwise put an outlier with a huge potential into the least squares. Batch refits
-        train on accepted states only, as the first fit trains on exploration draws, so their
-        whitening follows the posterior, not the proposals.
+        otherwise put an outlier with a huge potential into the least squares. (Batch refits
+        train on accepted states only, which the template records, so their whitening follows
+        the posterior, not the proposals.)
         """
         evaluation = result.proposal
         if evaluation is None or result.divergence is not None:
@@ -236,16 +223,9 @@ class ARNSHMC(SurrogateHMC):
         gradient = evaluation.potential_gradient
         if not (self.freeze_after_tuning and not self.tune):
             self._learner.add(position, -logp, gradient)
-        if result.accepted and gradient is not None and np.all(np.isfinite(gradient)):
-            self._record.append(position, -logp, gradient)
 
     def _update_surrogate(self) -> None:
-        """Refit, refresh or keep the surrogate before a surrogate draw (see the class doc)."""
-        if self.tune and self.rebuild_during_tuning and self.tuning_gradients:
-            if len(self._record) >= self._next_rebuild:
-                self._next_rebuild = round(self.schedule.refit_growth * len(self._record))
-                self._rebuild()
-                return
+        """Refresh or keep the surrogate's output weights before a draw (see the class doc)."""
         if self.freeze_after_tuning and not self.tune:
             return
         probability = refresh_probability(
@@ -267,37 +247,6 @@ class ARNSHMC(SurrogateHMC):
                     )
                 return
             self._replace_surrogate(surrogate)
-
-    def _rebuild(self) -> None:
-        _, positions, potentials, gradients = self._training_window()
-        surrogate = copy.deepcopy(self._surrogate_template)
-        current = getattr(getattr(self.surrogate, "report", None), "n_hidden", None)
-        if current is not None and getattr(surrogate, "n_hidden", 0) is None:
-            # Width selection costs an eigendecomposition of the widest Gram matrix: consider
-            # at most twice the width the last fit found good enough.
-            surrogate.max_hidden = min(surrogate.max_hidden, 2 * current)
-        scale = getattr(getattr(self.surrogate, "report", None), "weight_scale", None)
-        if scale is not None and getattr(surrogate, "weight_scale", 0) is None:
-            surrogate.weight_scale = scale  # and keep the first fit's weight scale: no search
-        try:
-            with single_blas_thread():
-                surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
-                learner = surrogate.online_estimator(positions, potentials, gradients)
-        except FIT_ERRORS as err:
-            _log.debug("ARNSHMC kept its surrogate: the refit failed (%s).", err)
-            return
-        self._learner = learner
-        self._replace_surrogate(surrogate)
-        report = getattr(surrogate, "report", None)
-        if report is not None:
-            _log.debug(
-                "ARNSHMC refitted its surrogate on %d exact evaluations in %.2g s (%d hidden "
-                "units, held-out gradient error %.1f%%).",
-                report.n_points,
-                report.seconds,
-                report.n_hidden,
-                100 * report.gradient_error,
-            )
 
     def _replace_surrogate(self, surrogate) -> None:
         self.surrogate = surrogate

@@ -13,15 +13,27 @@ __all__ = ["RNSHMC"]
 class RNSHMC(SurrogateHMC):
     r"""Random network surrogate Hamiltonian Monte Carlo.
 
-    Tuning starts with PyMC's NUTS on the exact log density (with its step-size dual averaging
-    and mass-matrix adaptation) and records every draw with its exact ``logp`` and gradient.
-    Before tuning ends, a random network surrogate of the potential ``U = -logp`` is fitted to
-    those values and gradients; the rest of tuning re-adapts the step size of HMC trajectories
-    that follow the surrogate's gradient. After tuning, each draw draws a momentum, integrates
-    the surrogate dynamics for a path length learned from NUTS (with jitter), evaluates the exact
-    ``logp`` once at the end point and accepts with the exact Hamiltonian: zero exact gradients
-    per draw, and each draw is a Markov transition that leaves the exact posterior invariant
-    however good the surrogate is.
+    Tuning is spent on learning the surrogate:
+
+    1. a short exact exploration with PyMC's NUTS (its step-size dual averaging and mass-matrix
+       adaptation), recording every draw with its exact ``logp`` and gradient: ``max(50, 1.5 d)``
+       draws, extended by half again while the fit's held-out gradient error exceeds
+       ``start_error``, at most until 70 % of tuning;
+    2. a random network surrogate of the potential ``U = -logp`` fitted to those values and
+       gradients, and the metric, step size and path length chosen by simulating chains on it;
+    3. for the rest of tuning, HMC trajectories that follow the surrogate's gradient, corrected
+       by the exact Metropolis test; each proposal's exact gradient is computed with its
+       ``logp``, the accepted states are recorded, and each time they have doubled the surrogate
+       is refitted and the dynamics re-chosen around the current ones, while a refit still
+       improves the held-out error by a tenth and can be followed by 100 tuning draws of step
+       size adaptation.
+
+    The surrogate is frozen when tuning ends. Each kept draw draws a momentum, integrates the
+    surrogate dynamics for the chosen path length (with jitter), evaluates the exact ``logp``
+    once at the end point and accepts with the exact Hamiltonian: zero exact gradients per
+    draw, and each draw is a Markov transition that leaves the exact posterior invariant
+    however good the surrogate is. The paper's RNS-HMC, one fit after a long exploration, is
+    ``exploration_steps=700, refit_during_tuning=False``.
 
     Parameters
     ----------
@@ -41,9 +53,9 @@ class RNSHMC(SurrogateHMC):
     surrogate : PotentialSurrogate, optional
         A surrogate object to fit instead of the random network (overrides the options above).
     exploration_steps : int, optional
-        Exact NUTS draws before the surrogate is fitted. Default: 70 % of ``tune`` on PyMC 6
-        (which tells the step the tuning length), 700 on PyMC 5. If tuning ends first, the
-        surrogate is fitted then and the NUTS step size is used unchanged.
+        Exact NUTS draws before the surrogate is first fitted (default as described above). If
+        tuning ends first, the surrogate is fitted then, with the step size chosen by simulation
+        and no re-adaptation.
     training_window : int, optional
         How many of the last exploration draws to train on; default the last 75 %.
     path_length : float, optional
@@ -54,6 +66,11 @@ class RNSHMC(SurrogateHMC):
         Largest number of leapfrog steps in one surrogate trajectory.
     target_accept : float
         Target acceptance of the exploration NUTS, in (0, 1).
+    start_error : float, optional
+        Held-out relative gradient error below which the first fit starts the surrogate
+        dynamics; ``None`` starts with any fit.
+    refit_during_tuning : bool
+        Learn from the surrogate draws of tuning and refit (step 3 above).
     surrogate_target_accept : float
         Target acceptance of the surrogate dynamics on the surrogate's own Hamiltonian (the
         integrator's share of rejections), in (0, 1). Surrogate steps are cheap next to the one
@@ -96,6 +113,8 @@ class RNSHMC(SurrogateHMC):
         max_steps: int = 1024,
         target_accept: float = 0.8,
         surrogate_target_accept: float = 0.95,
+        start_error: float | None = 0.3,
+        refit_during_tuning: bool = True,
         model=None,
         **kwargs,
     ) -> None:
@@ -117,6 +136,8 @@ class RNSHMC(SurrogateHMC):
             max_steps=max_steps,
             target_accept=target_accept,
             surrogate_target_accept=surrogate_target_accept,
+            start_error=start_error,
+            refit_during_tuning=refit_during_tuning,
             model=model,
             **kwargs,
         )

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
+
 __all__ = [
     "ARNSHMC_SCHEDULE",
     "RNSHMC_SCHEDULE",
@@ -57,9 +59,23 @@ class ExplorationSchedule:
         The first fit needs ``points_per_dimension * d + points_constant`` training draws.
     training_share : float
         Share of the last exploration draws trained on (the first ones may still be burning in).
+    learns_during_tuning : bool
+        Once the surrogate dynamics run, tuning draws evaluate the exact gradient at each
+        proposal, record the accepted ones, and refit the surrogate (re-choosing the dynamics)
+        whenever the record has grown by ``refit_growth``; the surrogate is frozen when tuning
+        ends. Learning stops earlier once a fit's held-out gradient error is below
+        ``learned_error`` and no longer improves on the previous fit's by ``refit_improvement``,
+        or when no refit could be followed by ``refit_adaptation`` tuning draws.
     refit_growth : float
-        An online-learning surrogate is refitted in batch, during tuning, each time its training
-        points have grown by this factor since the last fit.
+        Refit each time the training points have grown by this factor since the last fit.
+    learned_error : float
+        A held-out relative gradient error small enough to stop learning once it stagnates.
+    refit_improvement : float
+        A refit improves if its held-out gradient error is below this share of the previous
+        fit's.
+    refit_adaptation : int
+        Tuning draws needed after a refit to re-adapt the step size (PyMC 6, which tells the
+        step the tuning length).
     shortest_jump : float
         Floor of the NUTS jump the path-length candidates are built around: a short exploration
         has barely adapted its metric, and in a whitening metric a quarter oscillation is
@@ -78,7 +94,11 @@ class ExplorationSchedule:
     points_per_dimension: int = 2
     points_constant: int = 2
     training_share: float = 0.75
+    learns_during_tuning: bool = False
     refit_growth: float = 2.0
+    learned_error: float = 0.1
+    refit_improvement: float = 0.9
+    refit_adaptation: int = 100
     shortest_jump: float = 0.0
     simulated_draws: int = 100
 
@@ -111,22 +131,45 @@ class ExplorationSchedule:
         """How many of the last ``n_explored`` exploration draws to train on."""
         return max(1, round(self.training_share * n_explored))
 
+    def next_refit(self, n_points: int) -> int:
+        """Record size at which a surrogate fitted on ``n_points`` is refitted."""
+        return max(n_points + 1, round(self.refit_growth * n_points))
+
+    def keeps_learning(
+        self, n_points: int, error: float, previous_error: float, draws_left: int | None
+    ) -> bool:
+        """Whether to learn on after a fit on ``n_points`` with held-out gradient ``error``.
+
+        ``previous_error`` is the last fit's (NaN for the first); ``draws_left`` the tuning draws
+        left (``None``: unknown).
+        """
+        if not self.learns_during_tuning:
+            return False
+        stagnating = not error < self.refit_improvement * previous_error
+        if error < self.learned_error and np.isfinite(previous_error) and stagnating:
+            return False
+        if draws_left is None:
+            return True
+        return self.next_refit(n_points) - n_points + self.refit_adaptation <= draws_left
+
     def _early_length(self, dim: int) -> int:
         return max(self.shortest, math.ceil(self.per_dimension * dim))
 
 
-RNSHMC_SCHEDULE = ExplorationSchedule()
-"""Explore for 70 % of tuning (700 draws on PyMC 5); a quadratic needs ``2 d + 2`` points."""
-
-ARNSHMC_SCHEDULE = ExplorationSchedule(
+RNSHMC_SCHEDULE = ExplorationSchedule(
     shortest=50,
     per_dimension=1.5,
     early=True,
     points_per_dimension=1,
     shortest_jump=0.25,
+    learns_during_tuning=True,
 )
 """Start after ``max(50, 1.5 d)`` draws, postponed by half again while the fit is poor, at
-latest at 70 % of tuning; the held-out check judges whether ``d + 2`` points suffice."""
+latest at 70 % of tuning (the held-out check judges whether ``d + 2`` points suffice); then
+learn from the tuning draws, refitting each time they double while that still helps."""
+
+ARNSHMC_SCHEDULE = RNSHMC_SCHEDULE
+"""As RNSHMC's: ARNSHMC differs in what it does after tuning, not before."""
 
 SPARSE_GRID_SCHEDULE = ExplorationSchedule(
     tuning_share=0.2,

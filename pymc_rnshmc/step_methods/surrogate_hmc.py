@@ -7,7 +7,11 @@ A chain's lifecycle, one short method each:
 2. fit a surrogate to the record (:meth:`SurrogateHMC._fit_candidate`);
 3. choose the dynamics, metric, step size and path length, by simulating on the surrogate
    (:meth:`SurrogateHMC._choose_dynamics`);
-4. sample: a surrogate proposal corrected by the exact model (:meth:`SurrogateHMC._surrogate_draw`).
+4. sample: a surrogate proposal corrected by the exact model (:meth:`SurrogateHMC._surrogate_draw`);
+5. while tuning, if the schedule learns: record the accepted proposals with their exact gradients
+   and refit, re-choosing the dynamics around the current ones, each time the record has grown
+   enough (:meth:`SurrogateHMC._refit`), while that still improves the fit; the surrogate is
+   frozen when tuning ends, so the kept draws are an ordinary Markov chain.
 
 The hot path of a draw after tuning: ``step`` -> ``astep`` -> ``_surrogate_draw`` ->
 :func:`~pymc_rnshmc.hmc.transition.surrogate_transition`: the cached
@@ -78,6 +82,7 @@ from pymc_rnshmc.surrogates.base import (
     approximate_covariance,
     fit_summary,
     for_simulation,
+    warm_started,
 )
 from pymc_rnshmc.surrogates.training import ExplorationRecord
 
@@ -106,6 +111,8 @@ class SurrogateHMCState(NUTSState):
     _force_bound: Any
     _postponed_until: int | None
     _warned_exact_forces: bool
+    _next_refit: int | None
+    _fit_error: float
 
 
 class SurrogateHMC(NUTS):
@@ -128,6 +135,8 @@ class SurrogateHMC(NUTS):
     start_error : float, optional
         Start the surrogate dynamics only with a fit whose held-out gradient error is below
         this, postponing while the schedule allows; ``None`` starts with any fit.
+    refit_during_tuning : bool
+        Learn from the tuning draws and refit, if the schedule learns during tuning.
     exploration_steps, training_window, path_length, max_steps : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     target_accept, surrogate_target_accept : float
@@ -158,6 +167,7 @@ class SurrogateHMC(NUTS):
         target_accept: float = 0.8,
         surrogate_target_accept: float = 0.95,
         start_error: float | None = None,
+        refit_during_tuning: bool = True,
         model=None,
         **kwargs,
     ) -> None:
@@ -174,7 +184,8 @@ class SurrogateHMC(NUTS):
         )
         self.user_path_length = check_positive_number("path_length", path_length, allow_none=True)
         self.max_steps = check_positive_integer("max_steps", max_steps)
-        self.start_error = start_error
+        self.start_error = check_positive_number("start_error", start_error, allow_none=True)
+        self.refit_during_tuning = bool(refit_during_tuning)
         self.schedule = schedule
         self._surrogate_template = surrogate
         defaults = inspect.signature(BaseHMC.__init__).parameters
@@ -217,6 +228,8 @@ class SurrogateHMC(NUTS):
         self._force_bound = None
         self._postponed_until = None
         self._warned_exact_forces = False
+        self._next_refit = None
+        self._fit_error = np.nan
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:  # PyMC >= 6
         self._tune_steps = int(tune)
@@ -239,6 +252,9 @@ class SurrogateHMC(NUTS):
     def stop_tuning(self) -> None:
         if self.phase == Phase.EXPLORATION:
             self._fit(end_of_tuning=True)
+        elif self.phase == Phase.SURROGATE:
+            self._next_refit = None  # frozen: the kept draws share one kernel
+            self._record = ExplorationRecord(self.exact_model.size)  # only refits need it
         super().stop_tuning()
 
     def _exploration_length(self) -> int:
@@ -256,11 +272,11 @@ class SurrogateHMC(NUTS):
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         perf_start, process_start = time.perf_counter(), time.process_time()
         self._before_draw()
-        if self.phase == Phase.EXPLORATION and self.tune:
-            if self.iter_count >= self._exploration_length():
-                self._fit(end_of_tuning=False)
+        if self.tune:
+            self._fit_if_due()
         if self.phase == Phase.SURROGATE:
             result = self._surrogate_draw(q0.data)
+            self._learn_from(result)
             q_new, stats = RaveledVars(result.end.position, q0.point_map_info), self._stats(result)
             self.iter_count += 1
         else:
@@ -271,6 +287,14 @@ class SurrogateHMC(NUTS):
         stats["perf_counter_diff"] = time.perf_counter() - perf_start
         stats["process_time_diff"] = time.process_time() - process_start
         return q_new, [stats]
+
+    def _fit_if_due(self) -> None:
+        """The first fit at the end of the exploration, or a refit once the record has grown."""
+        if self.phase == Phase.EXPLORATION:
+            if self.iter_count >= self._exploration_length():
+                self._fit(end_of_tuning=False)
+        elif self._next_refit is not None and len(self._record) >= self._next_refit:
+            self._refit()
 
     def _exact_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         """An exact NUTS draw (exploration, or no usable surrogate)."""
@@ -370,6 +394,15 @@ class SurrogateHMC(NUTS):
         )
         return point, n_evals, not evaluation.exact
 
+    def _learn_from(self, result: DrawResult) -> None:
+        """Record an accepted proposal with its exact gradient while learning during tuning."""
+        evaluation = result.proposal
+        if self._next_refit is None or not result.accepted or evaluation is None:
+            return
+        gradient = evaluation.potential_gradient
+        if gradient is not None and np.all(np.isfinite(gradient)):
+            self._record.append(evaluation.position, -evaluation.logp, gradient)
+
     def _exact_gradient(self, position: np.ndarray) -> np.ndarray:
         return self.exact_model.potential_and_gradient(position)[1]
 
@@ -453,7 +486,26 @@ class SurrogateHMC(NUTS):
             with single_blas_thread():
                 self._set_up_surrogate(end_of_tuning)
         finally:
-            self.setup_seconds = time.perf_counter() - start
+            self.setup_seconds += time.perf_counter() - start
+
+    def _refit(self) -> None:
+        """Refit on the grown record; re-choose the dynamics around the current choice."""
+        start = time.perf_counter()
+        first, positions, potentials, gradients = self._training_window()
+        try:
+            with single_blas_thread():
+                surrogate = self._fit_candidate(positions, potentials, gradients, self.surrogate)
+                choice = self._choose_dynamics(
+                    surrogate, first, positions, gradients, self.trajectory_choice.best
+                )
+        except FIT_ERRORS as err:
+            self._next_refit = None
+            _log.debug("%s keeps its surrogate: the refit failed (%s).", type(self).__name__, err)
+            return
+        finally:
+            self.setup_seconds += time.perf_counter() - start
+        self._start_surrogate_phase(surrogate, choice, positions, gradients, end_of_tuning=False)
+        self._after_fit()
 
     def _set_up_surrogate(self, end_of_tuning: bool) -> None:
         """Fit, choose the dynamics and start the surrogate phase; or postpone, or fall back."""
@@ -498,9 +550,14 @@ class SurrogateHMC(NUTS):
         first = max(0, n_explored - window)
         return (first, *self._record.window(first))
 
-    def _fit_candidate(self, positions, potentials, gradients):
-        """A surrogate fitted to the window; raises if its force fails at most training points."""
+    def _fit_candidate(self, positions, potentials, gradients, previous=None):
+        """A surrogate fitted to the window; raises if its force fails at most training points.
+
+        A refit starts from what the ``previous`` fit chose (:func:`warm_started`).
+        """
         surrogate = self._new_surrogate()
+        if previous is not None:
+            surrogate = warm_started(surrogate, previous)
         surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
         check = rows(for_simulation(surrogate).gradient)(positions)
         failing = np.mean(~np.all(np.isfinite(check), axis=1))
@@ -544,8 +601,13 @@ class SurrogateHMC(NUTS):
         self.phase = Phase.EXACT
         warnings.warn(message, SurrogateWarning, stacklevel=3)
 
-    def _choose_dynamics(self, surrogate, first: int, positions, gradients) -> TrajectoryChoice:
-        """Metric, step size and path length, by simulating surrogate chains (no exact calls)."""
+    def _choose_dynamics(
+        self, surrogate, first: int, positions, gradients, previous=None
+    ) -> TrajectoryChoice:
+        """Metric, step size and path length, by simulating surrogate chains (no exact calls).
+
+        A refit passes the ``previous`` best candidate: lengths around it are compared.
+        """
         jumps, tree_lengths = self._record.integration_times(first)
         extra_metrics = []
         covariance = approximate_covariance(surrogate)
@@ -570,6 +632,7 @@ class SurrogateHMC(NUTS):
             shortest_jump=self.schedule.shortest_jump,
             simulated_draws=self.schedule.simulated_draws,
             extra_metrics=tuple(extra_metrics),
+            previous=previous,
         )
 
     def _start_surrogate_phase(
@@ -582,7 +645,10 @@ class SurrogateHMC(NUTS):
     ) -> None:
         """Install the surrogate and the chosen dynamics, and restart the step-size adaptation."""
         best = choice.best
+        log_level = logging.INFO if self.surrogate is None else logging.DEBUG  # refits: debug
         self.surrogate = surrogate
+        if self._cache is not None:  # keep the exact logp, drop the old surrogate's values
+            self._cache = self._cache.without_surrogate_values()
         self.trajectory_choice = choice
         self._proposal = LeapfrogProposal(best.metric, best.path_length, self.max_steps)
         self._force_bound = force_bound(positions, gradients)
@@ -594,7 +660,9 @@ class SurrogateHMC(NUTS):
             initial, self.surrogate_target_accept, *self._dual_averaging
         )
         self.phase = Phase.SURROGATE
-        _log.info(
+        self._plan_learning(surrogate, end_of_tuning)
+        _log.log(
+            log_level,
             "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
             "step size %.3g, path length %.3g.",
             type(self).__name__,
@@ -615,6 +683,18 @@ class SurrogateHMC(NUTS):
                 stacklevel=3,
             )
 
+    def _plan_learning(self, surrogate, end_of_tuning: bool) -> None:
+        """After a fit: when to refit next, or ``None`` once refits stop paying."""
+        error = getattr(getattr(surrogate, "report", None), "gradient_error", np.nan)
+        draws_left = None if self._tune_steps is None else self._tune_steps - self.iter_count
+        learning = (
+            self.refit_during_tuning
+            and not end_of_tuning
+            and self.schedule.keeps_learning(len(self._record), error, self._fit_error, draws_left)
+        )
+        self._next_refit = self.schedule.next_refit(len(self._record)) if learning else None
+        self._fit_error = error
+
     # ----------------------------------------------------------------- hooks
     def _new_surrogate(self):
         """An unfitted surrogate for this chain."""
@@ -631,7 +711,10 @@ class SurrogateHMC(NUTS):
         """Called at the start of every draw, before anything else."""
 
     def _evaluate_end(self, position: np.ndarray) -> Evaluation:
-        """The exact model at a proposal (``logp`` only)."""
+        """The exact model at a proposal: ``logp``, and its gradient while learning."""
+        if self.tune and self._next_refit is not None:
+            potential, gradient = self.exact_model.potential_and_gradient(position)
+            return Evaluation(position, -potential, gradient)
         return self._evaluate_logp(position)
 
     def _after_draw(self, result: DrawResult | None) -> dict[str, Any]:

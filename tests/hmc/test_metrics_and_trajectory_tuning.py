@@ -54,9 +54,8 @@ def test_vectorized_ess_matches_arviz_on_autoregressive_chains(correlation):
     assert ours == pytest.approx(expected, rel=0.15)
 
 
-def test_tuning_on_a_gaussian_prefers_settings_that_mix_means_and_squares():
-    rng = np.random.default_rng(3)
-    dim = 4
+def _tune_on_a_gaussian(seed: int, dim: int = 4):
+    rng = np.random.default_rng(seed)
 
     def potential(points):
         return 0.5 * np.sum(points**2, axis=-1)
@@ -66,7 +65,7 @@ def test_tuning_on_a_gaussian_prefers_settings_that_mix_means_and_squares():
 
     starts = rng.normal(size=(16, dim))
     lengths = 0.25 * 2.0 ** (np.arange(12) / 2)  # 0.25 .. 11
-    choice = tune(
+    return tune(
         potential,
         gradient,
         [DiagonalMetric(np.ones(dim))],
@@ -76,13 +75,21 @@ def test_tuning_on_a_gaussian_prefers_settings_that_mix_means_and_squares():
         cost_per_step=0.01,
         rng=rng,
     )
-    best = choice.best
+
+
+def test_tuning_on_a_gaussian_prefers_settings_that_mix_means_and_squares():
     # A standard normal oscillates with period 2 pi. A quarter period mixes means and squares;
     # a bit longer makes means antithetic (ESS above one per draw) while squares still mix;
     # half a period would make means perfectly antithetic and squares stuck. The rule keeps
-    # at least half the best mixing of squares and then takes the most ESS for means.
-    assert 1.0 < best.path_length < 2.6, best
-    assert best.ess_mean > 1.0
-    assert best.ess_square >= 0.5 * max(c.ess_square for c in choice.candidates)
-    assert any(c.ess_mean > best.ess_mean for c in choice.candidates), "antithetic trap avoided"
-    assert 0.8 < best.acceptance <= 1.0
+    # at least half the best mixing of squares and then takes the most ESS for means. The
+    # scores come from short simulated chains, so the choice is right for most seeds, not all.
+    choices = [_tune_on_a_gaussian(seed) for seed in range(10)]
+    in_range = sum(1.0 < choice.best.path_length < 2.6 for choice in choices)
+    assert in_range >= 7, [choice.best.path_length for choice in choices]
+    for choice in choices:
+        best = choice.best
+        assert best.ess_square >= 0.5 * max(c.ess_square for c in choice.candidates)
+        assert 0.8 < best.acceptance <= 1.0
+    assert any(
+        any(c.ess_mean > choice.best.ess_mean for c in choice.candidates) for choice in choices
+    ), "antithetic trap avoided"

@@ -116,7 +116,7 @@ def test_a_deliberately_wrong_surrogate_that_keeps_learning_still_gives_the_righ
 
 def test_every_draw_refreshes_when_the_schedule_says_so():
     idata = run(
-        independent_normal(), draws=100, chains=1, refresh_scale=1e9, rebuild_during_tuning=False
+        independent_normal(), draws=100, chains=1, refresh_scale=1e9, refit_during_tuning=False
     )
     warmup = np.asarray(idata.warmup_sample_stats["surrogate_refreshes"].values)[0]
     kept = sample_stat(idata, "surrogate_refreshes")[0]
@@ -135,7 +135,7 @@ def test_the_number_of_refreshes_follows_the_vanishing_schedule():
         chains=1,
         refresh_scale=scale,
         refresh_exponent=exponent,
-        rebuild_during_tuning=False,
+        refit_during_tuning=False,
     )
     probabilities = np.array(
         [refresh_probability(t, scale, exponent) for t in range(1, tune + draws - EXPLORATION)]

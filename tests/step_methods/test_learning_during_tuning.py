@@ -1,0 +1,109 @@
+"""RNSHMC's default pipeline: an early start, learning from the tuning draws, a frozen surrogate."""
+
+import numpy as np
+import pytest
+
+from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
+from tests.checks import sample_stat
+from tests.models import correlated_normal
+from tests.step_methods.helpers import assert_correlated_normal, sample_with, start_chain
+
+EXPLORATION = 40
+
+
+@pytest.fixture(scope="module")
+def learning_run():
+    idata, step = sample_with(
+        RNSHMC,
+        correlated_normal(),
+        tune=600,
+        draws=1500,
+        chains=2,
+        seed=11,
+        keep_tuning=True,
+        exploration_steps=EXPLORATION,
+        start_error=None,
+    )
+    return idata, step
+
+
+def warmup_stat(idata, name: str) -> np.ndarray:
+    return np.asarray(idata.warmup_sample_stats[name].values)
+
+
+def test_the_learning_chain_is_exact(learning_run):
+    idata, _ = learning_run
+    assert_correlated_normal(idata, "learning RNSHMC")
+
+
+def test_tuning_surrogate_draws_pay_for_the_gradients_they_learn_from(learning_run):
+    idata, _ = learning_run
+    surrogate = warmup_stat(idata, "used_surrogate")
+    gradients = warmup_stat(idata, "n_gradient_evals")
+    assert not surrogate[:, :EXPLORATION].any()
+    assert surrogate[:, EXPLORATION:].all()
+    # one exact gradient per proposal while learning (and a few at the trust region's edge)
+    assert np.all(gradients[:, EXPLORATION : EXPLORATION + 40] >= 1)
+    assert np.all(sample_stat(idata, "n_gradient_evals") == 0), "no exact gradient after tuning"
+
+
+def test_refits_grow_the_training_set_beyond_the_exploration(learning_run):
+    _, step = learning_run
+    assert step.surrogate.report.n_points > EXPLORATION
+    assert step.setup_seconds > 0
+
+
+def test_the_surrogate_is_frozen_after_tuning():
+    model = correlated_normal()
+    with model:
+        step = RNSHMC(exploration_steps=EXPLORATION, start_error=None)
+    start_chain(step, seed=4, tune=300, draws=50)
+    point = model.initial_point()
+    for _ in range(300):
+        point, _ = step.step(point)
+    step.stop_tuning()
+    step.tune = False
+    frozen = step.surrogate
+    for _ in range(50):
+        point, _ = step.step(point)
+    assert step.phase == Phase.SURROGATE
+    assert step.surrogate is frozen
+    assert step._next_refit is None
+
+
+def test_without_refits_the_first_fit_is_kept():
+    idata, step = sample_with(
+        RNSHMC,
+        correlated_normal(),
+        tune=300,
+        draws=20,
+        chains=1,
+        seed=3,
+        keep_tuning=True,
+        exploration_steps=EXPLORATION,
+        start_error=None,
+        refit_during_tuning=False,
+    )
+    assert step.surrogate.report.n_points <= EXPLORATION
+    assert np.all(warmup_stat(idata, "n_gradient_evals")[:, EXPLORATION:] == 0)
+
+
+def test_learning_stops_once_a_good_fit_stagnates():
+    schedule = RNSHMC_SCHEDULE
+    assert schedule.keeps_learning(100, 0.05, np.nan, 1000), "the first fit is always refitted"
+    assert schedule.keeps_learning(200, 0.04, 0.05, 1000), "improving"
+    assert not schedule.keeps_learning(200, 0.049, 0.05, 1000), "good and stagnating"
+    assert schedule.keeps_learning(200, 0.3, 0.25, 1000), "stagnating but still poor"
+
+
+def test_learning_stops_when_no_refit_could_be_adapted_before_tuning_ends():
+    schedule = RNSHMC_SCHEDULE
+    # the next refit comes after 100 more accepted states, and needs 100 draws to adapt after
+    assert schedule.keeps_learning(100, 0.3, np.nan, 200)
+    assert not schedule.keeps_learning(100, 0.3, np.nan, 199)
+    assert schedule.keeps_learning(100, 0.3, np.nan, None), "unknown tuning length: keep on"
+
+
+def test_a_schedule_that_does_not_learn_never_refits():
+    assert not ExplorationSchedule().keeps_learning(100, 0.5, np.nan, 10_000)
