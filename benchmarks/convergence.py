@@ -19,19 +19,29 @@ import numpy as np
 import xarray as xr
 
 
+def pymc_chain_timelines(idata, call_start: float) -> np.ndarray:
+    """``(chains, tune + draws)``: seconds since ``call_start`` at which each draw was done.
+
+    From PyMC's per-draw ``perf_counter_start`` and ``perf_counter_diff``. ``time.perf_counter``
+    is the system-wide monotonic clock on Linux, so chains sampled in worker processes
+    (``cores > 1``) share the parent's time axis.
+    """
+    parts = []
+    for group in ("warmup_sample_stats", "sample_stats"):
+        stats = idata[group]
+        parts.append(
+            np.asarray(stats["perf_counter_start"].values)
+            + np.asarray(stats["perf_counter_diff"].values)
+        )
+    return np.concatenate(parts, axis=1) - call_start
+
+
 def pymc_timeline(idata, call_start: float) -> np.ndarray:
     """Seconds since ``call_start`` at which each draw (tuning, then sampling) was done.
 
     From PyMC's per-draw ``perf_counter_start`` and ``perf_counter_diff`` (one chain).
     """
-    parts = []
-    for group in ("warmup_sample_stats", "sample_stats"):
-        stats = idata[group]
-        end = np.asarray(stats["perf_counter_start"].values) + np.asarray(
-            stats["perf_counter_diff"].values
-        )
-        parts.append(end[0])
-    return np.concatenate(parts) - call_start
+    return pymc_chain_timelines(idata, call_start)[0]
 
 
 def nutpie_timeline(idata, compile_seconds: float, loop_seconds: float) -> np.ndarray:
@@ -43,6 +53,59 @@ def nutpie_timeline(idata, compile_seconds: float, loop_seconds: float) -> np.nd
         ]
     ).astype(float)
     return compile_seconds + loop_seconds * np.cumsum(steps) / steps.sum()
+
+
+def nutpie_chain_timelines(
+    idata, compile_seconds: float, loop_seconds: float, observations: list
+) -> np.ndarray:
+    """``(chains, tune + draws)`` draw times of nutpie, from its progress reports.
+
+    ``observations`` are ``(seconds since the start of the compile, finished draws of every
+    chain)`` as nutpie's ``progress_callback`` reported them; the loop's start (no draws) and
+    end (all draws) are added. The draws a chain finished between two reports are spread over
+    that interval in proportion to their leapfrog steps. Unlike :func:`nutpie_timeline`, this
+    sees that nutpie runs ``cores`` chains at a time (with 4 chains on 2 cores, chains 2 and 3
+    start when 0 and 1 end).
+    """
+    steps = np.concatenate(
+        [
+            np.asarray(idata.warmup_sample_stats["n_steps"].values),
+            np.asarray(idata.sample_stats["n_steps"].values),
+        ],
+        axis=1,
+    ).astype(float)
+    n_chains, n_total = steps.shape
+    moments = np.array(
+        [compile_seconds]
+        + [moment for moment, _ in observations]
+        + [compile_seconds + loop_seconds]
+    )
+    counts = np.array(
+        [[0] * n_chains] + [list(c) for _, c in observations] + [[n_total] * n_chains]
+    )
+    order = np.argsort(moments, kind="stable")
+    moments = np.clip(moments[order], compile_seconds, compile_seconds + loop_seconds)
+    counts = np.maximum.accumulate(np.clip(counts[order], 0, n_total), axis=0)
+    timelines = np.empty_like(steps)
+    for chain in range(n_chains):
+        work = np.concatenate([[0.0], np.cumsum(steps[chain])])
+        timelines[chain] = _spread_by_work(work[1:], work[counts[:, chain]], moments)
+    return timelines
+
+
+def _spread_by_work(queries: np.ndarray, reported: np.ndarray, moments: np.ndarray) -> np.ndarray:
+    """Times at which the cumulative work ``queries`` was reached, from reports of work done.
+
+    ``reported`` (non-decreasing) is the work done by ``moments``. Work between two distinct
+    reported values ``a < b`` is done between the last report of ``a`` and the first of ``b``,
+    linearly in work.
+    """
+    values, first = np.unique(reported, return_index=True)
+    last = len(reported) - 1 - np.unique(reported[::-1], return_index=True)[1]
+    upper = np.clip(np.searchsorted(values, queries, side="left"), 1, len(values) - 1)
+    low, high = values[upper - 1], values[upper]
+    start, end = moments[last[upper - 1]], moments[first[upper]]
+    return start + (end - start) * (queries - low) / (high - low)
 
 
 def _flat_draws(posterior) -> np.ndarray:
@@ -160,3 +223,85 @@ def plot_acceptance(curve: dict, path, title: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def _chain_draws(posterior) -> np.ndarray:
+    """``(chains, draws, coordinates)``, every variable raveled, in a fixed order."""
+    columns = []
+    for name in sorted(posterior.data_vars):
+        values = np.asarray(posterior[name].values)
+        columns.append(values.reshape(values.shape[0], values.shape[1], -1))
+    return np.concatenate(columns, axis=2)
+
+
+def _multichain_min_bulk_ess(draws: np.ndarray) -> float:
+    """ArviZ min bulk ESS over the coordinates of ``(chains, draws, coordinates)``; NaN is 0."""
+    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), draws)})
+    return float(np.min(np.nan_to_num(az.ess(dataset, method="bulk")["x"].values)))
+
+
+def _prefix_ess(draws: np.ndarray, counts: np.ndarray, minimum: int, cache: dict) -> float:
+    """Best ArviZ min bulk ESS over the ``k`` chains with the most finished draws, for any ``k``.
+
+    The ``k`` chains are cut to the ``k``-th one's count (ArviZ needs equal lengths); a count
+    below ``minimum`` is not used.
+    """
+    order = np.argsort(-counts, kind="stable")
+    best = 0.0
+    for k in range(1, len(counts) + 1):
+        length = int(counts[order[k - 1]])
+        if length < minimum:
+            break
+        chosen = tuple(sorted(order[:k].tolist()))
+        if (chosen, length) not in cache:
+            cache[chosen, length] = _multichain_min_bulk_ess(draws[list(chosen), :length])
+        best = max(best, cache[chosen, length])
+    return best
+
+
+def draw_wall_seconds(timelines: np.ndarray, n_draws: int, parallel: int) -> float:
+    """Wall seconds of the post-tuning draws: every chain's span of them, over ``parallel``.
+
+    A chain's span runs from its last tuning draw (or the call's start) to its last draw;
+    ``parallel`` is how many chains ran at a time (``min(chains, cores)``).
+    """
+    timelines = np.atleast_2d(timelines)
+    before = timelines[:, -n_draws - 1] if timelines.shape[1] > n_draws else 0.0
+    return float(np.sum(timelines[:, -1] - before) / parallel)
+
+
+def pooled_time_to_ess(
+    posterior, timelines: np.ndarray, target: float, parallel: int = 1, every: int = 25
+) -> dict:
+    """When the post-tuning draws of all chains first reach a min bulk ESS of ``target``.
+
+    ``timelines`` are ``(chains, tune + draws)`` seconds since the start of the call. Checked
+    at the time of every ``every``-th post-tuning draw of all chains pooled in time order: the
+    ESS then is ArviZ's multi-chain min bulk ESS of the draws finished so far, for the best
+    ``k`` of the chains that had finished the most draws, each cut to the ``k``-th one's count
+    (ArviZ needs chains of one length; with 4 chains on 2 cores the first two run alone for
+    half the call). With one chain it is :func:`time_to_ess`'s check.
+
+    If the target is not reached, ``extrapolated_seconds`` keeps the call's time before the
+    post-tuning draws and scales their wall time (:func:`draw_wall_seconds`) by
+    ``target / ess_at_end``, ``ess_at_end`` being the min bulk ESS of every draw of every chain:
+    more draws at the same ESS per draw and seconds per draw.
+    """
+    draws = _chain_draws(posterior)
+    n_draws = draws.shape[1]
+    timelines = np.atleast_2d(timelines)
+    sampling = timelines[:, -n_draws:]
+    moments = np.sort(sampling, axis=None)
+    checks = [*range(every, moments.size, every), moments.size]
+    cache = {}
+    for pooled in checks:
+        counts = (sampling <= moments[pooled - 1]).sum(axis=1)
+        if _prefix_ess(draws, counts, every, cache) >= target:
+            seconds = float(moments[pooled - 1])
+            return {"reached": True, "seconds": seconds, "pooled_draws": pooled}
+    final = _multichain_min_bulk_ess(draws)
+    span = draw_wall_seconds(timelines, n_draws, parallel)
+    extrapolated = None
+    if final > 0:
+        extrapolated = float(timelines.max() - span + span * target / final)
+    return {"reached": False, "ess_at_end": final, "extrapolated_seconds": extrapolated}

@@ -17,7 +17,12 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 
-from benchmarks.convergence import nutpie_timeline, pymc_timeline
+from benchmarks.convergence import (
+    nutpie_chain_timelines,
+    nutpie_timeline,
+    pymc_chain_timelines,
+    pymc_timeline,
+)
 from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 
@@ -112,20 +117,43 @@ def evaluation_costs(model, repeats: int = 200) -> dict:
     return costs
 
 
-def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int, profile=False):
-    """``pm.sample`` with a PyMC step; times of the whole call and of the draws after tuning."""
+def run_pymc(
+    model,
+    step_factory,
+    tune: int,
+    draws: int,
+    chains: int,
+    seed: int,
+    profile=False,
+    *,
+    init: str = "auto",
+    cores: int = 1,
+    chain_timelines: bool = False,
+    time_step_construction: bool = False,
+):
+    """``pm.sample`` with a PyMC step; times of the whole call and of the draws after tuning.
+
+    ``step_factory=None`` lets ``pm.sample`` build PyMC's NUTS itself, initialised by ``init``
+    (``"jitter+adapt_full"``: a dense mass matrix), inside the timed call. With
+    ``time_step_construction`` the clock also covers ``step_factory()`` (the step's compilation).
+    ``chain_timelines`` makes ``result["timeline"]`` the ``(chains, tune + draws)`` timelines of
+    every chain instead of chain 0's.
+    """
     with model:
-        step = step_factory()
+        construction_start = time.perf_counter()
+        step = None if step_factory is None else step_factory()
         profiler = cProfile.Profile() if profile else None
         start = time.perf_counter()
         if profiler:
             profiler.enable()
         idata = pm.sample(
             step=step,
+            init=init,
+            nuts_sampler="pymc",
             tune=tune,
             draws=draws,
             chains=chains,
-            cores=1,
+            cores=cores,
             random_seed=seed,
             progressbar=False,
             compute_convergence_checks=False,
@@ -133,12 +161,15 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
         )
         if profiler:
             profiler.disable()
+        if time_step_construction:
+            start = construction_start
         wall = time.perf_counter() - start
     stats = idata.sample_stats
     warmup = idata.warmup_sample_stats
+    timelines = pymc_chain_timelines if chain_timelines else pymc_timeline
     result = {
         "wall_seconds": wall,
-        "timeline": pymc_timeline(idata, start),
+        "timeline": timelines(idata, start),
         "sampling_seconds": float(stats["perf_counter_diff"].sum()),
         "tuning_draw_seconds": float(warmup["perf_counter_diff"].sum()),
         "accept": float(
@@ -189,10 +220,33 @@ def run_pymc(model, step_factory, tune: int, draws: int, chains: int, seed: int,
     return idata, result
 
 
-def run_nutpie(model, tune: int, draws: int, chains: int, seed: int):
-    """nutpie on the same model; its sampling phase is apportioned by gradient evaluations."""
+def run_nutpie(
+    model,
+    tune: int,
+    draws: int,
+    chains: int,
+    seed: int,
+    *,
+    adaptation: str = "diag",
+    cores: int = 1,
+    chain_timelines: bool = False,
+):
+    """nutpie on the same model; its sampling phase is apportioned by gradient evaluations.
+
+    ``adaptation="low_rank"`` is nutpie's low-rank modified mass matrix (nutpie >= 0.16; before,
+    ``low_rank_modified_mass_matrix=True``). ``chain_timelines`` makes ``result["timeline"]`` the
+    ``(chains, tune + draws)`` timelines of every chain, from the draw counts nutpie's progress
+    callback reports every 50 ms (see :func:`~benchmarks.convergence.nutpie_chain_timelines`).
+    """
     import nutpie
 
+    observations = []
+    options = {} if adaptation == "diag" else {"adaptation": adaptation}
+    if chain_timelines:
+        options["progress_callback"] = lambda progress: observations.append(
+            (time.perf_counter(), [chain.finished_draws for chain in progress])
+        )
+        options["progress_rate"] = 50
     start = time.perf_counter()
     compiled = nutpie.compile_pymc_model(model)
     compile_seconds = time.perf_counter() - start
@@ -205,16 +259,22 @@ def run_nutpie(model, tune: int, draws: int, chains: int, seed: int):
         seed=seed,
         progress_bar=False,
         save_warmup=True,
-        cores=1,
+        cores=cores,
+        **options,
     )
     loop_seconds = time.perf_counter() - loop_start
     wall = time.perf_counter() - start
     stats, warmup = idata.sample_stats, idata.warmup_sample_stats
     sampling_steps = float(stats["n_steps"].sum())
     share = sampling_steps / (sampling_steps + float(warmup["n_steps"].sum()))
+    if chain_timelines:
+        observed = [(moment - start, counts) for moment, counts in observations]
+        timeline = nutpie_chain_timelines(idata, compile_seconds, loop_seconds, observed)
+    else:
+        timeline = nutpie_timeline(idata, compile_seconds, loop_seconds)
     result = {
         "wall_seconds": wall,
-        "timeline": nutpie_timeline(idata, compile_seconds, loop_seconds),
+        "timeline": timeline,
         "compile_seconds": compile_seconds,
         "sampling_seconds": loop_seconds * share,
         "accept": float(stats["mean_tree_accept"].mean()),
