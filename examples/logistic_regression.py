@@ -7,8 +7,7 @@
 Prints, per sampler: wall time of the whole ``pm.sample`` call, time of the draws after tuning,
 minimum bulk and tail ESS, ESS per second (of the draws and of the whole call), acceptance,
 exact evaluations per draw, and how far the surrogate samplers' posterior means are from NUTS's
-in Monte Carlo standard errors. ARNSHMC starts its surrogate early and runs with half the tuning
-(``--arnshmc-tune``).
+in Monte Carlo standard errors. ARNSHMC runs with half the tuning (``--arnshmc-tune``).
 """
 
 from __future__ import annotations

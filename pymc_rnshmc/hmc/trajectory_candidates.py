@@ -6,15 +6,16 @@ numpy only: the step passes in what it read from its exact explorer (PyMC's adap
 from __future__ import annotations
 
 import numpy as np
+from scipy import linalg
 
 from pymc_rnshmc.hmc import trajectory_tuning
 from pymc_rnshmc.hmc.metrics import DiagonalMetric, dense_metric_from_gradients
 
 __all__ = [
     "candidate_metrics",
-    "candidate_path_lengths",
     "choose_trajectory",
-    "lengths_around",
+    "covariance_estimate",
+    "quarter_period",
     "rows",
 ]
 
@@ -23,9 +24,13 @@ STEP_COST = 0.01
 """Cost of a surrogate leapfrog step relative to a draw's exact logp: the expensive-model regime
 this package is for (a network gradient takes tens of microseconds, an expensive logp
 milliseconds). It only breaks near-ties towards shorter trajectories."""
-REFERENCE_INDEX = 4
-"""The metrics are compared at this candidate path length: NUTS's mean jump (the candidates
-start at half of it, in steps of 2^(1/4)), or the middle one when there are fewer."""
+QUARTER_PERIOD = np.pi / 2
+"""A quarter oscillation of a Gaussian in a metric that whitens it."""
+SCAN_STEPS = 4
+"""The first choice scans integration times up to 2^(4/4) = 2 times shorter and longer than the
+best metric's quarter period (and longer while the longest scores best)."""
+SCAN_STEPS_REFIT = 2
+"""A refit scans up to 2^(2/4) times shorter and longer."""
 
 
 def candidate_metrics(
@@ -49,17 +54,34 @@ def candidate_metrics(
     return metrics
 
 
-def candidate_path_lengths(jumps: np.ndarray, tree_lengths: np.ndarray, floor: float) -> np.ndarray:
-    """Candidate integration times around those NUTS used.
+def quarter_period(metric, covariance: np.ndarray) -> float:
+    """Integration time of a quarter oscillation of the slowest direction under ``metric``.
 
-    From half its mean jump to twice its mean trajectory (or four times the jump), in steps
-    of 2^(1/4).
+    For a Gaussian with ``covariance``, a direction with variance ``v`` in units of the metric's
+    inverse mass oscillates with period ``2 pi sqrt(v)``; the slowest direction has the largest
+    generalized eigenvalue of ``(covariance, M^-1)``. A metric that whitens the Gaussian gives
+    ``pi / 2``.
     """
-    jump = max(float(np.mean(jumps)) if jumps.size else floor, floor)
-    tree = max(float(np.mean(tree_lengths)) if tree_lengths.size else jump, jump)
-    longest = max(2.0 * tree, 4.0 * jump)
-    count = int(np.floor(4 * np.log2(longest / (0.5 * jump)))) + 1
-    return 0.5 * jump * 2.0 ** (np.arange(min(max(count, 1), 16)) / 4)
+    inverse_mass = np.asarray(metric.velocity(np.eye(covariance.shape[0])))
+    try:
+        largest = linalg.eigh(covariance, inverse_mass, eigvals_only=True)[-1]
+    except (np.linalg.LinAlgError, ValueError):
+        return QUARTER_PERIOD
+    if not (np.isfinite(largest) and largest > 0):
+        return QUARTER_PERIOD
+    return float(QUARTER_PERIOD * np.sqrt(largest))
+
+
+def covariance_estimate(positions: np.ndarray) -> np.ndarray:
+    """The posterior covariance the candidate lengths refer to: the training positions'.
+
+    Not the dense metric's inverse average Hessian, which on a curved posterior (the banana)
+    is far wider than the draws along its flat direction and made the quarter period of the
+    explorer's diagonal metric 5.6 where the draws' covariance gives about 1.6; the longer path
+    carried one chain into a tail the surrogate never learned, where it stayed.
+    """
+    covariance = np.atleast_2d(np.cov(positions, rowvar=False))
+    return covariance + 1e-10 * np.trace(covariance) / len(covariance) * np.eye(len(covariance))
 
 
 def rows(function):
@@ -74,63 +96,53 @@ def rows(function):
     return evaluate
 
 
-def lengths_around(path_length: float, below: int = 2, above: int = 2) -> np.ndarray:
-    """Candidate integration times around a previous choice, in steps of 2^(1/4)."""
-    return path_length * 2.0 ** (np.arange(-below, above + 1) / 4)
-
-
 def choose_trajectory(
     surrogate,
     explorer_variances: np.ndarray | None,
     positions: np.ndarray,
     gradients: np.ndarray,
-    jumps: np.ndarray,
-    tree_lengths: np.ndarray,
     step_size: float,
     target_accept: float,
     max_steps: int,
     rng: np.random.Generator,
     path_length: float | None = None,
-    shortest_jump: float = 0.0,
     simulated_draws: int = 100,
     extra_metrics: tuple = (),
-    previous: trajectory_tuning.TrajectoryCandidate | None = None,
+    refit: bool = False,
 ) -> trajectory_tuning.TrajectoryChoice:
     """Pick the metric, step size and path length of the surrogate dynamics by simulation.
 
     ``explorer_variances`` is the diagonal metric the exact explorer adapted (``None`` if its
     metric is not diagonal); ``positions`` and ``gradients`` are the training draws and their
-    exact ``grad U``;
-    ``jumps`` and ``tree_lengths`` are the NUTS exploration's integration times to the chosen
-    draw and of the whole trajectory; ``step_size`` is NUTS's adapted step size. A given
-    ``path_length`` is used as the only candidate. ``shortest_jump`` is a floor on the NUTS
-    jump the candidates are built around, for explorations too short to have adapted the
-    metric their integration times refer to. ``simulated_draws`` is the length of each
-    simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the one
-    from the gradients. With a ``previous`` choice (a refit), the path lengths are those around
-    it, extended upwards while the longest scores best, and the metrics are compared there.
+    exact ``grad U``; ``step_size`` is the first guess of the step-size search (NUTS's adapted
+    one). Every candidate metric is compared at its own quarter period (:func:`quarter_period`);
+    the best one's integration times are then scanned around it, in steps of 2^(1/4): four
+    steps each way, or two for a ``refit``, whose previous choice searched widely already. A
+    given ``path_length`` is the only candidate length. ``simulated_draws`` is the length of
+    each simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the
+    one from the gradients.
     """
     metrics = candidate_metrics(explorer_variances, positions, gradients) + list(extra_metrics)
-    if path_length is not None:
-        lengths = np.array([path_length])
-    elif previous is not None:
-        lengths = lengths_around(previous.path_length)
+    if path_length is None:
+        covariance = covariance_estimate(positions)
+        metric_lengths = [quarter_period(metric, covariance) for metric in metrics]
+        steps = SCAN_STEPS_REFIT if refit else SCAN_STEPS
+        ratios = 2.0 ** (np.arange(-steps, steps + 1) / 4)
     else:
-        lengths = candidate_path_lengths(jumps, tree_lengths, max(step_size, shortest_jump))
-    reference = lengths[min(len(lengths) // 2, REFERENCE_INDEX)]
+        metric_lengths, ratios = [path_length] * len(metrics), np.ones(1)
     chosen = np.linspace(0, positions.shape[0] - 1, min(N_SIMULATED_CHAINS, positions.shape[0]))
     starts = positions[chosen.round().astype(int)]
     return trajectory_tuning.tune(
         potential_fn=rows(surrogate.potential),
         gradient_fn=rows(surrogate.gradient),
         metrics=metrics,
-        initial_step_size=step_size if previous is None else previous.step_size,
-        path_lengths=lengths,
+        metric_lengths=metric_lengths,
+        length_ratios=ratios,
+        initial_step_size=step_size,
         starts=starts,
         cost_per_step=STEP_COST,
         rng=rng,
         target_accept=target_accept,
         max_steps=max_steps,
         n_draws=simulated_draws,
-        reference_length=float(reference),
     )

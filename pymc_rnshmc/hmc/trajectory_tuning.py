@@ -3,10 +3,11 @@
 Once a surrogate is fitted, its dynamics cost microseconds per step, so candidate trajectory
 settings can be compared on *simulated* surrogate-HMC chains (Metropolis on the surrogate
 Hamiltonian, many chains in one batch) before a single exact evaluation is spent on them. The
-candidate metrics are compared first, each at one reference integration time; the candidate path
-lengths are then simulated with the best metric only (scanning every pair cost three times as
-much for the same choices). Each simulation sets its step size to reach a target acceptance and
-is scored by the minimum over coordinates of the ESS per draw of
+candidate metrics are compared first, each at its own natural integration time (a quarter
+oscillation of the posterior's slowest direction under that metric: a time that suits one metric
+can be far too short or long for another); the integration times around the winner's are then
+simulated with that metric only. Each simulation sets its step size to reach a target acceptance
+and is scored by the minimum over coordinates of the ESS per draw of
 ``q`` (means) and of ``(q - mean)^2`` (spread and tails). The winner has the most ESS of ``q`` per
 unit cost of a real draw (one exact logp plus a small charge per leapfrog step on the surrogate,
 so ESS per exact evaluation with a preference for shorter trajectories) among the
@@ -29,11 +30,6 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-
-QUARTER_PERIOD = np.pi / 2
-"""A quarter oscillation of a Gaussian in a metric that whitens it: the metrics are also compared
-at this integration time, since a time that suits one metric (NUTS's jump in the explorer's, or
-a previous choice) can be far too short or long for another."""
 
 __all__ = ["TrajectoryCandidate", "TrajectoryChoice", "effective_sample_size_per_draw", "tune"]
 
@@ -162,6 +158,8 @@ def _extended(path_lengths, candidates, metric, max_extra: int = 8):
     The grid ratio is kept; a best score at the long end means the grid was too short.
     """
     yield from path_lengths
+    if len(path_lengths) == 0:  # nothing to extend: a single given length
+        return
     ratio = path_lengths[-1] / path_lengths[-2] if len(path_lengths) > 1 else 2.0**0.25
     for _ in range(max_extra):
         own = [c for c in candidates if c.metric is metric]
@@ -175,23 +173,22 @@ def tune(
     potential_fn: Callable[[np.ndarray], np.ndarray],
     gradient_fn: Callable[[np.ndarray], np.ndarray],
     metrics: list,
+    metric_lengths: list[float],
+    length_ratios: np.ndarray,
     initial_step_size: float,
-    path_lengths: np.ndarray,
     starts: np.ndarray,
     cost_per_step: float,
     rng: np.random.Generator,
     target_accept: float = 0.9,
     n_draws: int = 100,
     max_steps: int = 1024,
-    reference_length: float | None = None,
 ) -> TrajectoryChoice:
     """Pick a metric, then the path length, on simulated surrogate chains.
 
-    Every metric is scored at ``reference_length`` and (unless a single path length is given)
-    at ``QUARTER_PERIOD``; the path lengths are then scanned, outwards from the best-scoring
-    candidate, with its metric only. The best candidate has the most ESS of ``q`` per unit cost
-    among the candidates whose ESS of ``(q - mean)^2`` per draw is at least half the best such
-    value.
+    Every metric is scored at its own length of ``metric_lengths``; the best-scoring
+    candidate's length times ``length_ratios`` is then scanned outwards, with its metric only.
+    The best candidate has the most ESS of ``q`` per unit cost among the candidates whose ESS
+    of ``(q - mean)^2`` per draw is at least half the best such value.
 
     Parameters
     ----------
@@ -199,11 +196,14 @@ def tune(
         Surrogate potential and gradient, evaluated on rows ``(chains, d)``.
     metrics : list
         Candidate metrics (:mod:`pymc_rnshmc.hmc.metrics`).
+    metric_lengths : list of float
+        The integration time each metric is compared at.
+    length_ratios : ndarray
+        Increasing multipliers of the best metric's length to scan (1 is its own); each
+        direction stops after two candidates in a row score less than half the best so far,
+        and the grid is extended while its longest scores best.
     initial_step_size : float
         Starting guess for the step-size search.
-    path_lengths : ndarray
-        Candidate integration times, increasing; the scan stops after two candidates in a
-        row score less than half the best so far.
     starts : ndarray, shape (chains, d)
         Starting points, ideally approximate posterior draws.
     cost_per_step : float
@@ -217,8 +217,6 @@ def tune(
         Simulated draws per chain and candidate.
     max_steps : int
         Largest number of leapfrog steps of a trajectory.
-    reference_length : float, optional
-        Integration time at which the metrics are compared; default the middle candidate.
     """
     simulate = partial(
         _score,
@@ -231,18 +229,15 @@ def tune(
         n_draws=n_draws,
         max_steps=max_steps,
     )
-    if reference_length is None:
-        reference_length = float(path_lengths[len(path_lengths) // 2])
-    lengths = [reference_length]
-    if len(path_lengths) > 1 and not np.isclose(reference_length, QUARTER_PERIOD, rtol=0.1):
-        lengths.append(QUARTER_PERIOD)
     by_metric = [
-        simulate(metric, length, initial_step_size) for metric in metrics for length in lengths
+        simulate(metric, float(length), initial_step_size, shorten_to_fit=True)
+        for metric, length in zip(metrics, metric_lengths, strict=True)
     ]
     scored = [candidate for candidate in by_metric if candidate is not None]
     if not scored:
         raise ValueError("No trajectory candidate could be simulated.")
     reference = max(scored, key=lambda c: c.efficiency)
+    path_lengths = reference.path_length * np.asarray(length_ratios, dtype=float)
     candidates = scored + _scan_lengths(simulate, reference, path_lengths)
     best_square = max(c.ess_square for c in candidates)
     eligible = [c for c in candidates if c.ess_square >= 0.5 * best_square]
@@ -288,8 +283,13 @@ def _score(
     target_accept,
     n_draws,
     max_steps,
+    shorten_to_fit=False,
 ) -> TrajectoryCandidate | None:
-    """Simulate one (metric, path length), after finding its step size; ``None`` if too long."""
+    """Simulate one (metric, path length), after finding its step size.
+
+    A length that needs more than ``max_steps`` steps of that size gives ``None``, or with
+    ``shorten_to_fit`` is shortened to ``max_steps`` steps.
+    """
     step_size = _find_step_size(
         potential_fn,
         gradient_fn,
@@ -301,8 +301,10 @@ def _score(
         rng,
     )
     centre = path_length / step_size
-    if centre > max_steps:
+    if centre > max_steps and not shorten_to_fit:
         return None
+    if centre > max_steps:
+        path_length, centre = max_steps * step_size, max_steps
     low = max(1, round(0.8 * centre))
     high = max(low + 1, round(1.2 * centre))
 

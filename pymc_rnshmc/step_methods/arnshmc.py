@@ -20,16 +20,17 @@ from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
 from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE, Phase
-from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC, SurrogateHMCState
+from pymc_rnshmc.step_methods.surrogate_hmc import (
+    LEARNING_ENERGY_LIMIT,
+    SurrogateHMC,
+    SurrogateHMCState,
+)
 from pymc_rnshmc.surrogates.base import Capabilities
 from pymc_rnshmc.surrogates.network.options import NETWORK_OPTIONS, network_surrogate
 
 __all__ = ["ARNSHMC", "refresh_probability"]
 
 _log = logging.getLogger("pymc.rnshmc")
-
-LEARNING_ENERGY_LIMIT = 20.0
-"""Proposals whose exact energy error exceeds this (acceptance below 2e-9) are not learned."""
 
 ADAPTIVE_SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     **SURROGATE_HMC_STATS,
@@ -55,7 +56,7 @@ class ARNSHMC(SurrogateHMC):
     r"""Adaptive random network surrogate Hamiltonian Monte Carlo: RNSHMC that keeps learning.
 
     Tuning runs as in :class:`~pymc_rnshmc.RNSHMC` (a short exact exploration, surrogate
-    dynamics for the rest of tuning, refits as the accepted states double). In addition, every
+    dynamics for the rest of tuning, refits as the evaluated proposals double). In addition, every
     exact evaluation the sampler makes once the surrogate dynamics run (the end point of each
     trajectory, with its gradient during tuning) feeds an online least-squares estimator of the
     network's output weights
@@ -93,7 +94,7 @@ class ARNSHMC(SurrogateHMC):
     freeze_after_tuning : bool
         Keep the surrogate fixed after tuning (no adaptation during sampling).
     refit_during_tuning : bool
-        Refit the whole surrogate in batch (re-choosing the dynamics) when the accepted states
+        Refit the whole surrogate in batch (re-choosing the dynamics) when the evaluated proposals
         have doubled, as RNSHMC does.
     start_error : float
         The surrogate dynamics start once a fit's held-out relative gradient error is below
@@ -137,7 +138,7 @@ class ARNSHMC(SurrogateHMC):
         refresh_exponent: float = 1.0,
         freeze_after_tuning: bool = False,
         refit_during_tuning: bool = True,
-        start_error: float = 0.1,
+        start_error: float = 0.3,
         **kwargs,
     ) -> None:
         refresh_scale = check_positive_number("refresh_scale", refresh_scale)
@@ -180,7 +181,7 @@ class ARNSHMC(SurrogateHMC):
 
     # ----------------------------------------------------------------- hooks
     def _after_fit(self) -> None:
-        _, positions, potentials, gradients = self._training_window()
+        positions, potentials, gradients = self._training_window()
         self._learner = self.surrogate.online_estimator(positions, potentials, gradients)
 
     def _before_draw(self) -> None:
@@ -210,9 +211,7 @@ class ARNSHMC(SurrogateHMC):
 
         Proposals the chain could not plausibly move to (energy error above
         ``LEARNING_ENERGY_LIMIT``, or divergent) are left out: a trajectory that flew off would
-        otherwise put an outlier with a huge potential into the least squares. (Batch refits
-        train on accepted states only, which the template records, so their whitening follows
-        the posterior, not the proposals.)
+        otherwise put an outlier with a huge potential into the least squares.
         """
         evaluation = result.proposal
         if evaluation is None or result.divergence is not None:

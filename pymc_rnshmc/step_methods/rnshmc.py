@@ -23,10 +23,10 @@ class RNSHMC(SurrogateHMC):
        gradients, and the metric, step size and path length chosen by simulating chains on it;
     3. for the rest of tuning, HMC trajectories that follow the surrogate's gradient, corrected
        by the exact Metropolis test; each proposal's exact gradient is computed with its
-       ``logp``, the accepted states are recorded, and each time they have doubled the surrogate
-       is refitted and the dynamics re-chosen around the current ones, while a refit still
-       improves the held-out error by a tenth and can be followed by 100 tuning draws of step
-       size adaptation.
+       ``logp``, the plausible proposals are recorded, and each time they have doubled the
+       surrogate is refitted and the dynamics re-chosen, while a refit still helps (held-out
+       gradient error above 10 %, or above 1 % and still falling by a tenth) and can be
+       followed by 100 tuning draws of step size adaptation.
 
     The surrogate is frozen when tuning ends. Each kept draw draws a momentum, integrates the
     surrogate dynamics for the chosen path length (with jitter), evaluates the exact ``logp``

@@ -61,13 +61,16 @@ class ExplorationSchedule:
         Share of the last exploration draws trained on (the first ones may still be burning in).
     learns_during_tuning : bool
         Once the surrogate dynamics run, tuning draws evaluate the exact gradient at each
-        proposal, record the accepted ones, and refit the surrogate (re-choosing the dynamics)
+        proposal, record the plausible ones, and refit the surrogate (re-choosing the dynamics)
         whenever the record has grown by ``refit_growth``; the surrogate is frozen when tuning
-        ends. Learning stops earlier once a fit's held-out gradient error is below
-        ``learned_error`` and no longer improves on the previous fit's by ``refit_improvement``,
-        or when no refit could be followed by ``refit_adaptation`` tuning draws.
+        ends. Learning stops earlier once a refit's held-out gradient error is below
+        ``negligible_error``, or below ``learned_error`` without improving on the previous fit's
+        by ``refit_improvement``, or when no refit could be followed by ``refit_adaptation``
+        tuning draws.
     refit_growth : float
         Refit each time the training points have grown by this factor since the last fit.
+    negligible_error : float
+        A held-out relative gradient error that leaves nothing to learn.
     learned_error : float
         A held-out relative gradient error small enough to stop learning once it stagnates.
     refit_improvement : float
@@ -76,10 +79,6 @@ class ExplorationSchedule:
     refit_adaptation : int
         Tuning draws needed after a refit to re-adapt the step size (PyMC 6, which tells the
         step the tuning length).
-    shortest_jump : float
-        Floor of the NUTS jump the path-length candidates are built around: a short exploration
-        has barely adapted its metric, and in a whitening metric a quarter oscillation is
-        ``pi / 2``.
     simulated_draws : int
         Length of each simulated chain when the trajectory settings are chosen.
     """
@@ -96,10 +95,10 @@ class ExplorationSchedule:
     training_share: float = 0.75
     learns_during_tuning: bool = False
     refit_growth: float = 2.0
+    negligible_error: float = 0.01
     learned_error: float = 0.1
     refit_improvement: float = 0.9
     refit_adaptation: int = 100
-    shortest_jump: float = 0.0
     simulated_draws: int = 100
 
     def exploration_length(self, tune: int | None, dim: int) -> int:
@@ -145,9 +144,12 @@ class ExplorationSchedule:
         """
         if not self.learns_during_tuning:
             return False
-        stagnating = not error < self.refit_improvement * previous_error
-        if error < self.learned_error and np.isfinite(previous_error) and stagnating:
-            return False
+        if np.isfinite(previous_error):  # a refit (the first fit is always refitted)
+            if error < self.negligible_error:
+                return False
+            stagnating = not error < self.refit_improvement * previous_error
+            if error < self.learned_error and stagnating:
+                return False
         if draws_left is None:
             return True
         return self.next_refit(n_points) - n_points + self.refit_adaptation <= draws_left
@@ -161,7 +163,6 @@ RNSHMC_SCHEDULE = ExplorationSchedule(
     per_dimension=1.5,
     early=True,
     points_per_dimension=1,
-    shortest_jump=0.25,
     learns_during_tuning=True,
 )
 """Start after ``max(50, 1.5 d)`` draws, postponed by half again while the fit is poor, at
@@ -176,7 +177,6 @@ SPARSE_GRID_SCHEDULE = ExplorationSchedule(
     without_tuning_length=200,
     shortest=50,
     points_per_dimension=1,
-    shortest_jump=0.25,
 )
 """Explore for 20 % of tuning, at least 50 draws (200 on PyMC 5): the exploration only places
 the box and the grid is evaluated afresh."""

@@ -13,7 +13,6 @@ __all__ = [
     "approximate_covariance",
     "fit_summary",
     "for_simulation",
-    "warm_started",
 ]
 
 
@@ -97,13 +96,3 @@ def fit_summary(surrogate) -> str:
     """One phrase on the fit for the log (empty if the surrogate has no report)."""
     summary = getattr(getattr(surrogate, "report", None), "summary", None)
     return summary() if callable(summary) else ""
-
-
-def warm_started(surrogate, previous):
-    """``surrogate`` (unfitted) set up to refit from the choices of ``previous`` (fitted).
-
-    A surrogate offers ``warm_started(previous)`` if a refit can reuse earlier choices (a
-    network's width and weight scale); others are returned as they are.
-    """
-    method = getattr(surrogate, "warm_started", None)
-    return method(previous) if callable(method) else surrogate

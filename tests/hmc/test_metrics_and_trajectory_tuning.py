@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from pymc_rnshmc.hmc.metrics import DenseMetric, DiagonalMetric, dense_metric_from_gradients
+from pymc_rnshmc.hmc.trajectory_candidates import quarter_period
 from pymc_rnshmc.hmc.trajectory_tuning import effective_sample_size_per_draw, tune
 from tests.checks import effective_sample_size
 
@@ -64,13 +65,13 @@ def _tune_on_a_gaussian(seed: int, dim: int = 4):
         return points
 
     starts = rng.normal(size=(16, dim))
-    lengths = 0.25 * 2.0 ** (np.arange(12) / 2)  # 0.25 .. 11
     return tune(
         potential,
         gradient,
         [DiagonalMetric(np.ones(dim))],
+        metric_lengths=[0.5],  # a poor start: the scan must find the way
+        length_ratios=2.0 ** (np.arange(-2, 9) / 2),  # 0.25 .. 8
         initial_step_size=0.5,
-        path_lengths=lengths,
         starts=starts,
         cost_per_step=0.01,
         rng=rng,
@@ -93,3 +94,10 @@ def test_tuning_on_a_gaussian_prefers_settings_that_mix_means_and_squares():
     assert any(
         any(c.ess_mean > choice.best.ess_mean for c in choice.candidates) for choice in choices
     ), "antithetic trap avoided"
+
+
+def test_the_quarter_period_is_that_of_the_slowest_direction_under_the_metric():
+    covariance = np.array([[4.0, 0.0], [0.0, 1.0]])
+    assert np.isclose(quarter_period(DenseMetric(covariance), covariance), np.pi / 2)
+    assert np.isclose(quarter_period(DiagonalMetric(np.ones(2)), covariance), np.pi)
+    assert np.isclose(quarter_period(DiagonalMetric(np.array([1.0, 0.25])), covariance), np.pi)

@@ -5,9 +5,15 @@ import pytest
 
 from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
+from pymc_rnshmc.step_methods.surrogate_hmc import COLLAPSE_WINDOW
 from tests.checks import sample_stat
 from tests.models import correlated_normal
-from tests.step_methods.helpers import assert_correlated_normal, sample_with, start_chain
+from tests.step_methods.helpers import (
+    DistortedSurrogate,
+    assert_correlated_normal,
+    sample_with,
+    start_chain,
+)
 
 EXPLORATION = 40
 
@@ -95,6 +101,8 @@ def test_learning_stops_once_a_good_fit_stagnates():
     assert schedule.keeps_learning(200, 0.04, 0.05, 1000), "improving"
     assert not schedule.keeps_learning(200, 0.049, 0.05, 1000), "good and stagnating"
     assert schedule.keeps_learning(200, 0.3, 0.25, 1000), "stagnating but still poor"
+    assert not schedule.keeps_learning(200, 0.009, 0.05, 1000), "nothing left to learn"
+    assert schedule.keeps_learning(100, 0.005, np.nan, 1000), "but the first fit is refitted"
 
 
 def test_learning_stops_when_no_refit_could_be_adapted_before_tuning_ends():
@@ -107,3 +115,22 @@ def test_learning_stops_when_no_refit_could_be_adapted_before_tuning_ends():
 
 def test_a_schedule_that_does_not_learn_never_refits():
     assert not ExplorationSchedule().keeps_learning(100, 0.5, np.nan, 10_000)
+
+
+def test_a_surrogate_whose_proposals_are_all_rejected_hands_tuning_back_to_exact_nuts():
+    idata, _ = sample_with(
+        RNSHMC,
+        correlated_normal(),
+        tune=400,
+        draws=50,
+        chains=1,
+        seed=5,
+        keep_tuning=True,
+        exploration_steps=EXPLORATION,
+        start_error=None,
+        surrogate=DistortedSurrogate("shifted", 10.0),
+    )
+    used = warmup_stat(idata, "used_surrogate")[0]
+    assert not used[:EXPLORATION].any() and used[EXPLORATION : EXPLORATION + COLLAPSE_WINDOW].all()
+    assert not used[EXPLORATION + COLLAPSE_WINDOW], "exact NUTS again after the collapse"
+    assert used[EXPLORATION + COLLAPSE_WINDOW :].any(), "and a later start"

@@ -279,7 +279,7 @@ def test_draw_times_cover_the_sampling_loop(sampler):
     # refreshes) is inside the draws' perf_counter_diff; it covered 27-76 % of the loop before.
     # PyMC's own loop costs tens of microseconds a draw, outside any step's timer: the model is
     # expensive enough for that to stay a small share on a loaded machine.
-    with logistic_regression(n_obs=50_000, dim=10):
+    with logistic_regression(n_obs=100_000, dim=10):
         idata = pm.sample(
             step=sampler.make(exploration_steps=200),
             tune=300,

@@ -93,10 +93,6 @@ class FitReport:
         )
 
 
-WARM_WIDTH_GROWTH = 4
-"""A refit considers at most this many times the previous fit's hidden units."""
-
-
 def default_n_hidden(n_points: int, dim: int, with_gradients: bool) -> int:
     """Hidden units for ``n_points`` training points.
 
@@ -269,18 +265,6 @@ class RandomNetworkSurrogate:
         self.ridge_penalty = np.nan
         self.report: FitReport | None = None
         self._folded = None
-
-    def warm_started(self, previous: RandomNetworkSurrogate) -> RandomNetworkSurrogate:
-        """Set this unfitted surrogate to refit from ``previous``'s choices; return it.
-
-        The automatic width considers at most ``WARM_WIDTH_GROWTH`` times ``previous``'s: the
-        eigendecomposition of the widest Gram matrix is most of a fit's cost, and a refit
-        comes when the training points have doubled.
-        """
-        report = previous.report
-        if report is not None and self.n_hidden is None:
-            self.max_hidden = min(self.max_hidden, WARM_WIDTH_GROWTH * report.n_hidden)
-        return self
 
     @property
     def is_fitted(self) -> bool:
