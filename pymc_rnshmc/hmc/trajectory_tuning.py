@@ -230,7 +230,7 @@ def tune(
         max_steps=max_steps,
     )
     by_metric = [
-        simulate(metric, float(length), initial_step_size, shorten_to_fit=True)
+        simulate(metric, float(length), initial_step_size, shorten_to_fit=len(length_ratios) > 1)
         for metric, length in zip(metrics, metric_lengths, strict=True)
     ]
     scored = [candidate for candidate in by_metric if candidate is not None]
@@ -305,8 +305,8 @@ def _score(
         return None
     if centre > max_steps:
         path_length, centre = max_steps * step_size, max_steps
-    low = max(1, round(0.8 * centre))
-    high = max(low + 1, round(1.2 * centre))
+    low = min(max(1, round(0.8 * centre)), max_steps)
+    high = min(max(low + 1, round(1.2 * centre)), max_steps)
 
     def n_steps():
         return int(rng.integers(low, high + 1))

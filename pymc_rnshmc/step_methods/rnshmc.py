@@ -60,8 +60,9 @@ class RNSHMC(SurrogateHMC):
         How many of the last exploration draws to train on; default the last 75 %.
     path_length : float, optional
         Integration time of the surrogate trajectories. Default: chosen, together with the
-        metric (PyMC's adapted diagonal one, or a dense one from the exact gradients) and the
-        step size, by simulating surrogate chains for integration times around NUTS's.
+        metric (PyMC's adapted diagonal one, a dense one from the exact gradients, or the
+        surrogate's own curvature) and the step size, by simulating surrogate chains for
+        integration times around the metric's quarter period.
     max_steps : int
         Largest number of leapfrog steps in one surrogate trajectory.
     target_accept : float

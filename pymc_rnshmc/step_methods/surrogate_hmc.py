@@ -9,7 +9,7 @@ A chain's lifecycle, one short method each:
    (:meth:`SurrogateHMC._choose_dynamics`);
 4. sample: a surrogate proposal corrected by the exact model (:meth:`SurrogateHMC._surrogate_draw`);
 5. while tuning, if the schedule learns: record the plausible proposals with their exact gradients
-   and refit, re-choosing the dynamics around the current ones, each time the record has grown
+   and refit, re-choosing the dynamics (fewer path lengths), each time the record has grown
    enough (:meth:`SurrogateHMC._refit`), while that still improves the fit; the surrogate is
    frozen when tuning ends, so the kept draws are an ordinary Markov chain.
 
@@ -116,7 +116,7 @@ class SurrogateHMCState(NUTSState):
     _force_bound: Any
     _postponed_until: int | None
     _warned_exact_forces: bool
-    _exploration_adapt: Any
+    _exploration_adapt: tuple
     _recent_accept: list
     _next_refit: int | None
     _fit_error: float
@@ -235,7 +235,7 @@ class SurrogateHMC(NUTS):
         self._force_bound = None
         self._postponed_until = None
         self._warned_exact_forces = False
-        self._exploration_adapt = None
+        self._exploration_adapt = ()
         self._recent_accept = []
         self._next_refit = None
         self._fit_error = np.nan
@@ -298,12 +298,23 @@ class SurrogateHMC(NUTS):
         return q_new, [stats]
 
     def _fit_if_due(self) -> None:
-        """The first fit at the end of the exploration, or a refit once the record has grown."""
+        """The first fit at the end of the exploration, or a refit once the record has grown.
+
+        A refit needs ``refit_adaptation`` tuning draws after it (when PyMC tells the tuning
+        length); without them learning stops.
+        """
         if self.phase == Phase.EXPLORATION:
             if self.iter_count >= self._exploration_length():
                 self._fit(end_of_tuning=False)
         elif self._next_refit is not None and len(self._record) >= self._next_refit:
-            self._refit()
+            draws_left = None if self._tune_steps is None else self._tune_steps - self.iter_count
+            if draws_left is not None and draws_left < self.schedule.refit_adaptation:
+                self._next_refit = None
+            else:
+                self._refit()
+
+    def _learns_during_tuning(self) -> bool:
+        return self.refit_during_tuning and self.schedule.learns_during_tuning
 
     def _exact_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         """An exact NUTS draw (exploration, or no usable surrogate)."""
@@ -357,25 +368,37 @@ class SurrogateHMC(NUTS):
         return result
 
     def _watch_for_collapse(self, accept: float) -> None:
-        """Resume exact NUTS while tuning if the surrogate's proposals are all rejected.
+        """Resume exact NUTS while tuning if the surrogate's exact acceptance has collapsed.
 
         A poor first fit can make every proposal implausible, so nothing is learned and no refit
-        comes (sblrc-blr: a fit with 29 % held-out error, exact acceptance 0 for good). Exact
-        NUTS then explores again, with its own step size as it was, until the schedule's next
-        start.
+        comes (sblrc-blr: a fit with 29 % held-out error, exact acceptance 0 for good). If the
+        mean exact acceptance of ``COLLAPSE_WINDOW`` tuning draws is below ``COLLAPSE_ACCEPT``,
+        exact NUTS explores again, with its own step size as it was, until the schedule's next
+        start; too late in tuning for another start, it goes on to the end (``Phase.EXACT``).
+        Only schedules that learn during tuning watch: a refit of another surrogate (a grid)
+        would not learn anything new.
         """
+        if not (self._learns_during_tuning() and self._exploration_adapt):
+            return
         self._recent_accept.append(float(accept) if np.isfinite(accept) else 0.0)
         if len(self._recent_accept) < COLLAPSE_WINDOW:
             return
         mean_accept = float(np.mean(self._recent_accept))
         self._recent_accept = []
-        if mean_accept >= COLLAPSE_ACCEPT or self._exploration_adapt is None:
+        if mean_accept >= COLLAPSE_ACCEPT:
             return
-        self.step_adapt = self._exploration_adapt
-        self.phase = Phase.EXPLORATION
+        self.step_adapt = copy.deepcopy(self._exploration_adapt[0])
         self._next_refit = None
-        self._cache = None
-        self._postponed_until = self.schedule.postponed_start(self.iter_count + 1)
+        restart = self.schedule.postponed_start(self.iter_count + 1)
+        if restart > self.schedule.latest_start(self._tune_steps, self.exact_model.size):
+            self._fall_back_to_exact(
+                f"{type(self).__name__}'s surrogate proposals were almost all rejected late in "
+                f"tuning (mean exact acceptance {mean_accept:.2f} over {COLLAPSE_WINDOW} draws), "
+                "too late to fit another. Sampling continues with exact NUTS. Increase `tune`."
+            )
+            return
+        self.phase = Phase.EXPLORATION
+        self._postponed_until = restart
         _log.debug(
             "%s resumes exact NUTS until draw %d: its surrogate's exact acceptance was %.2f.",
             type(self).__name__,
@@ -528,7 +551,7 @@ class SurrogateHMC(NUTS):
             self.setup_seconds += time.perf_counter() - start
 
     def _refit(self) -> None:
-        """Refit on the grown record; re-choose the dynamics around the current choice.
+        """Refit on the grown record and re-choose the dynamics (a shorter scan of lengths).
 
         The refit chooses its width, penalty and weight scale afresh. Reusing the last fit's
         choices is cheaper but worse on the elliptic PDE (d = 20, 30 x 30): capping the width
@@ -688,7 +711,7 @@ class SurrogateHMC(NUTS):
         # centres on the simulated step size, unless no tuning is left to adapt.
         initial = best.step_size if end_of_tuning else 0.1 * best.step_size
         if self.phase == Phase.EXPLORATION:
-            self._exploration_adapt = self.step_adapt  # NUTS's, should the surrogate collapse
+            self._exploration_adapt = (self.step_adapt,)  # NUTS's, should the surrogate collapse
         self._recent_accept = []
         self.step_adapt = DualAverageAdaptation(
             initial, self.surrogate_target_accept, *self._dual_averaging
@@ -722,7 +745,7 @@ class SurrogateHMC(NUTS):
         error = getattr(getattr(surrogate, "report", None), "gradient_error", np.nan)
         draws_left = None if self._tune_steps is None else self._tune_steps - self.iter_count
         learning = (
-            self.refit_during_tuning
+            self._learns_during_tuning()
             and not end_of_tuning
             and self.schedule.keeps_learning(len(self._record), error, self._fit_error, draws_left)
         )

@@ -82,7 +82,7 @@ def test_surrogate_starts_early_and_learns_from_every_exact_evaluation(correlate
     points = sample_stat(correlated_run, "estimator_points")
     steps = np.diff(points, axis=1)
     assert set(np.unique(steps)) <= {0, 1} and np.mean(steps == 1) > 0.95
-    # during tuning too, except at batch refits, which start afresh from accepted states
+    # during tuning too, except at batch refits, which start afresh from the recorded proposals
     tuning_points = np.asarray(warmup["estimator_points"].values)[:, EXPLORATION + 1 :]
     assert np.mean(np.diff(tuning_points, axis=1) == 1) > 0.9
     # during tuning the end point's exact gradient is learned too; afterwards logp only

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pymc_rnshmc import RNSHMC
+from pymc_rnshmc import RNSHMC, SurrogateWarning
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.surrogate_hmc import COLLAPSE_WINDOW
 from tests.checks import sample_stat
@@ -107,7 +107,7 @@ def test_learning_stops_once_a_good_fit_stagnates():
 
 def test_learning_stops_when_no_refit_could_be_adapted_before_tuning_ends():
     schedule = RNSHMC_SCHEDULE
-    # the next refit comes after 100 more accepted states, and needs 100 draws to adapt after
+    # the next refit comes after 100 more recorded proposals, and needs 100 draws to adapt after
     assert schedule.keeps_learning(100, 0.3, np.nan, 200)
     assert not schedule.keeps_learning(100, 0.3, np.nan, 199)
     assert schedule.keeps_learning(100, 0.3, np.nan, None), "unknown tuning length: keep on"
@@ -134,3 +134,22 @@ def test_a_surrogate_whose_proposals_are_all_rejected_hands_tuning_back_to_exact
     assert not used[:EXPLORATION].any() and used[EXPLORATION : EXPLORATION + COLLAPSE_WINDOW].all()
     assert not used[EXPLORATION + COLLAPSE_WINDOW], "exact NUTS again after the collapse"
     assert used[EXPLORATION + COLLAPSE_WINDOW :].any(), "and a later start"
+
+
+def test_a_collapse_too_late_for_another_fit_leaves_the_rest_to_exact_nuts():
+    with pytest.warns(SurrogateWarning, match="too late to fit another"):
+        idata, step = sample_with(
+            RNSHMC,
+            correlated_normal(),
+            tune=300,
+            draws=50,
+            chains=1,
+            seed=5,
+            keep_tuning=True,
+            exploration_steps=EXPLORATION,
+            start_error=None,
+            surrogate=DistortedSurrogate("shifted", 10.0),
+        )
+    assert step.phase == Phase.EXACT
+    assert not sample_stat(idata, "used_surrogate").any()
+    assert_correlated_normal(idata, "after the fallback", min_ess=20, correlation=False)
