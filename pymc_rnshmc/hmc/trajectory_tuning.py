@@ -155,8 +155,8 @@ def _find_step_size(potential_fn, gradient_fn, metric, starts, initial, path_len
     return float(np.exp(np.mean(iterates[-10:]))) if iterates else float(initial)
 
 
-def _extended(path_lengths, candidates, metric, max_extra: int = 8):
-    """Yield ``path_lengths``, then longer ones while this metric's longest scores best.
+def _extended(path_lengths, candidates, max_extra: int = 8):
+    """Yield ``path_lengths``, then longer ones while the longest of ``candidates`` scores best.
 
     The grid ratio is kept; a best score at the long end means the grid was too short.
     """
@@ -165,9 +165,8 @@ def _extended(path_lengths, candidates, metric, max_extra: int = 8):
         return
     ratio = path_lengths[-1] / path_lengths[-2] if len(path_lengths) > 1 else 2.0**0.25
     for _ in range(max_extra):
-        own = [c for c in candidates if c.metric is metric]
-        longest = max(own, key=lambda c: c.path_length)
-        if max(own, key=lambda c: c.efficiency) is not longest:
+        longest = max(candidates, key=lambda c: c.path_length)
+        if max(candidates, key=lambda c: c.efficiency) is not longest:
             return
         yield longest.path_length * ratio
 
@@ -260,7 +259,7 @@ def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths) -> lis
     longer = list(lengths[lengths > reference.path_length * (1 + 1e-9)])
     shorter = list(lengths[lengths < reference.path_length * (1 - 1e-9)][::-1])
     candidates = [reference]
-    for direction in (_extended(longer, candidates, reference.metric), shorter):
+    for direction in (_extended(longer, candidates), shorter):
         step_size = reference.step_size
         for path_length in direction:
             candidate = simulate(reference.metric, path_length, step_size)

@@ -191,9 +191,8 @@ class ARNSHMC(SurrogateHMC):
 
     def _evaluate_end(self, position: np.ndarray) -> Evaluation:
         if self.tune and self.tuning_gradients:
-            potential, gradient = self.exact_model.potential_and_gradient(position)
-            return Evaluation(position, -potential, gradient)
-        return Evaluation(position, self.exact_model.logp(position))
+            return self._evaluate_with_gradient(position)
+        return self._evaluate_logp(position)
 
     def _after_draw(self, result: DrawResult | None) -> dict[str, Any]:
         if result is not None:

@@ -307,7 +307,7 @@ class SurrogateHMC(NUTS):
             if self.iter_count >= self._exploration_length():
                 self._fit(end_of_tuning=False)
         elif self._next_refit is not None and len(self._record) >= self._next_refit:
-            draws_left = None if self._tune_steps is None else self._tune_steps - self.iter_count
+            draws_left = self._tuning_draws_left()
             if draws_left is not None and draws_left < self.schedule.refit_adaptation:
                 self._next_refit = None
             else:
@@ -470,6 +470,14 @@ class SurrogateHMC(NUTS):
 
     def _evaluate_logp(self, position: np.ndarray) -> Evaluation:
         return Evaluation(position, self.exact_model.logp(position))
+
+    def _evaluate_with_gradient(self, position: np.ndarray) -> Evaluation:
+        potential, gradient = self.exact_model.potential_and_gradient(position)
+        return Evaluation(position, -potential, gradient)
+
+    def _tuning_draws_left(self) -> int | None:
+        """Tuning draws still to come (``None`` on PyMC 5, which does not tell the step)."""
+        return None if self._tune_steps is None else self._tune_steps - self.iter_count
 
     def _surrogate_step_size(self) -> float:
         step_size = float(self.step_adapt.current(self.tune))
@@ -743,7 +751,7 @@ class SurrogateHMC(NUTS):
     def _plan_learning(self, surrogate, end_of_tuning: bool) -> None:
         """After a fit: when to refit next, or ``None`` once refits stop paying."""
         error = getattr(getattr(surrogate, "report", None), "gradient_error", np.nan)
-        draws_left = None if self._tune_steps is None else self._tune_steps - self.iter_count
+        draws_left = self._tuning_draws_left()
         learning = (
             self._learns_during_tuning()
             and not end_of_tuning
@@ -770,8 +778,7 @@ class SurrogateHMC(NUTS):
     def _evaluate_end(self, position: np.ndarray) -> Evaluation:
         """The exact model at a proposal: ``logp``, and its gradient while learning."""
         if self.tune and self._next_refit is not None:
-            potential, gradient = self.exact_model.potential_and_gradient(position)
-            return Evaluation(position, -potential, gradient)
+            return self._evaluate_with_gradient(position)
         return self._evaluate_logp(position)
 
     def _after_draw(self, result: DrawResult | None) -> dict[str, Any]:

@@ -18,20 +18,25 @@ from tests.step_methods.helpers import (
 EXPLORATION = 40
 
 
-@pytest.fixture(scope="module")
-def learning_run():
-    idata, step = sample_with(
+def run(tune: int, draws: int, seed: int, chains: int = 1, **options):
+    """RNSHMC on the correlated normal, starting after ``EXPLORATION`` draws whatever the fit."""
+    return sample_with(
         RNSHMC,
         correlated_normal(),
-        tune=600,
-        draws=1500,
-        chains=2,
-        seed=11,
+        tune=tune,
+        draws=draws,
+        chains=chains,
+        seed=seed,
         keep_tuning=True,
         exploration_steps=EXPLORATION,
         start_error=None,
+        **options,
     )
-    return idata, step
+
+
+@pytest.fixture(scope="module")
+def learning_run():
+    return run(tune=600, draws=1500, seed=11, chains=2)
 
 
 def warmup_stat(idata, name: str) -> np.ndarray:
@@ -79,18 +84,7 @@ def test_the_surrogate_is_frozen_after_tuning():
 
 
 def test_without_refits_the_first_fit_is_kept():
-    idata, step = sample_with(
-        RNSHMC,
-        correlated_normal(),
-        tune=300,
-        draws=20,
-        chains=1,
-        seed=3,
-        keep_tuning=True,
-        exploration_steps=EXPLORATION,
-        start_error=None,
-        refit_during_tuning=False,
-    )
+    idata, step = run(tune=300, draws=20, seed=3, refit_during_tuning=False)
     assert step.surrogate.report.n_points <= EXPLORATION
     assert np.all(warmup_stat(idata, "n_gradient_evals")[:, EXPLORATION:] == 0)
 
@@ -118,18 +112,7 @@ def test_a_schedule_that_does_not_learn_never_refits():
 
 
 def test_a_surrogate_whose_proposals_are_all_rejected_hands_tuning_back_to_exact_nuts():
-    idata, _ = sample_with(
-        RNSHMC,
-        correlated_normal(),
-        tune=400,
-        draws=50,
-        chains=1,
-        seed=5,
-        keep_tuning=True,
-        exploration_steps=EXPLORATION,
-        start_error=None,
-        surrogate=DistortedSurrogate("shifted", 10.0),
-    )
+    idata, _ = run(tune=400, draws=50, seed=5, surrogate=DistortedSurrogate("shifted", 10.0))
     used = warmup_stat(idata, "used_surrogate")[0]
     assert not used[:EXPLORATION].any() and used[EXPLORATION : EXPLORATION + COLLAPSE_WINDOW].all()
     assert not used[EXPLORATION + COLLAPSE_WINDOW], "exact NUTS again after the collapse"
@@ -138,18 +121,7 @@ def test_a_surrogate_whose_proposals_are_all_rejected_hands_tuning_back_to_exact
 
 def test_a_collapse_too_late_for_another_fit_leaves_the_rest_to_exact_nuts():
     with pytest.warns(SurrogateWarning, match="too late to fit another"):
-        idata, step = sample_with(
-            RNSHMC,
-            correlated_normal(),
-            tune=300,
-            draws=50,
-            chains=1,
-            seed=5,
-            keep_tuning=True,
-            exploration_steps=EXPLORATION,
-            start_error=None,
-            surrogate=DistortedSurrogate("shifted", 10.0),
-        )
+        idata, step = run(tune=300, draws=50, seed=5, surrogate=DistortedSurrogate("shifted", 10.0))
     assert step.phase == Phase.EXACT
     assert not sample_stat(idata, "used_surrogate").any()
     assert_correlated_normal(idata, "after the fallback", min_ess=20, correlation=False)
