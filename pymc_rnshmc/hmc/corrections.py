@@ -2,9 +2,12 @@
 
 A leapfrog move is deterministic, reversible and volume preserving for any fixed force field,
 so the Metropolis test on the *exact* Hamiltonian ``H = U + K`` makes the draw a Markov
-transition that leaves the posterior invariant, whatever the surrogate. The opt-in approximate
-test (the sparse-grid paper's "complete" variant) fills the same slot with a target that uses
-the surrogate where it is defined, and says so (``exact = False``).
+transition that leaves the posterior invariant, whatever the surrogate. A NUTS tree on the
+surrogate is instead a *stochastic* move, reversible with respect to ``exp(-U~)``; delayed
+acceptance (:class:`DelayedAcceptance`) turns it into one reversible with respect to the
+posterior. The opt-in approximate test (the sparse-grid paper's "complete" variant) fills the
+same slot with a target that uses the surrogate where it is defined, and says so
+(``exact = False``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pymc_rnshmc.hmc.proposals import Move
 
 __all__ = [
     "ApproximateMetropolis",
+    "DelayedAcceptance",
     "Correction",
     "Decision",
     "Evaluation",
@@ -150,3 +154,67 @@ class ApproximateMetropolis(ExactMetropolis):
         if np.isfinite(value):
             return Evaluation(position, -value, exact=False)
         return evaluate(position)
+
+
+class DelayedAcceptance(ExactMetropolis):
+    r"""The second stage of delayed acceptance for a move reversible with respect to ``exp(-U~)``.
+
+    A first-stage kernel :math:`\tilde K` reversible with respect to
+    :math:`\tilde\pi = e^{-\tilde U}` (a NUTS transition on the surrogate) proposes
+    :math:`y` from :math:`x`; accepting it with probability
+
+    .. math:: \min\left(1, \frac{\pi(y)\,\tilde\pi(x)}{\pi(x)\,\tilde\pi(y)}\right)
+
+    gives a kernel reversible with respect to the posterior :math:`\pi`, because
+    :math:`\pi(x)\tilde K(x, y)\,\alpha(x, y) = \tilde K(x, y)\tilde\pi(x)
+    \min(\pi(x)/\tilde\pi(x), \pi(y)/\tilde\pi(y))` and the right-hand side is
+    symmetric in :math:`x, y` by the reversibility of :math:`\tilde K` [1]_ [2]_. The
+    ratio needs the exact logp at :math:`y` only (the chain holds it at :math:`x`) and the
+    surrogate potential at both, which the move carries from the tree; the constant offset of
+    :math:`\tilde U` cancels. A move that stayed at :math:`x` is accepted without an exact
+    evaluation (the ratio is one).
+
+    Parameters
+    ----------
+    max_energy_change : float
+        A larger (or non-finite) ``-log`` ratio is a divergence (PyMC's ``Emax``).
+
+    References
+    ----------
+    .. [1] Christen, J. A., & Fox, C. (2005). Markov chain Monte Carlo using an approximation.
+       Journal of Computational and Graphical Statistics, 14(4), 795-810.
+    .. [2] Liu, J. S. (2001). Monte Carlo Strategies in Scientific Computing, section 5.5
+       (surrogate transitions). Springer.
+    """
+
+    def decide(
+        self,
+        start_logp: float,
+        move: Move,
+        evaluate: Callable[[np.ndarray], Evaluation],
+        rng: np.random.Generator,
+    ) -> Decision:
+        """Evaluate the target at the move's end (unless it failed or stayed) and test."""
+        if move.failed:
+            accept, _ = metropolis_accept(np.inf, rng)
+            reason = "The surrogate's potential or gradient is not finite at the current point."
+            return Decision(accept, False, np.inf, None, reason)
+        if move.stayed:
+            accept, _ = metropolis_accept(0.0, rng)
+            return Decision(accept, False, 0.0, None, None)
+        end = self.target(move.position, evaluate)
+        divergence, energy_change = None, np.inf
+        if not np.isfinite(end.logp):
+            divergence = f"The model's logp is {end.logp} at the proposal."
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                energy_change = (-end.logp - move.end_potential) - (
+                    -start_logp - move.start_potential
+                )
+            if not np.isfinite(energy_change) or abs(energy_change) > self.max_energy_change:
+                divergence = (
+                    f"Surrogate error change {energy_change:.3g} exceeds Emax = "
+                    f"{self.max_energy_change}."
+                )
+        accept, accepted = metropolis_accept(energy_change, rng)
+        return Decision(accept, accepted and divergence is None, energy_change, end, divergence)

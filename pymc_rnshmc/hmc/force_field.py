@@ -76,6 +76,9 @@ class ForceField:
         surrogate defined only in a domain, where leaving it is how the method works).
     exact_floor : int
         Points always allowed on the exact force, whatever the share.
+    potential_and_gradient : callable, optional
+        ``q -> (U~(q), grad U~(q))`` of the same surrogate, for proposals that weigh states
+        by ``U~`` and so must follow its gradient everywhere (a NUTS tree).
 
     Attributes
     ----------
@@ -92,8 +95,10 @@ class ForceField:
         bound: np.ndarray,
         exact_share: float | None = None,
         exact_floor: int = EXACT_FORCE_FLOOR,
+        potential_and_gradient: Callable[[np.ndarray], tuple[float, np.ndarray]] | None = None,
     ) -> None:
         self.surrogate_gradient = surrogate_gradient
+        self.potential_and_gradient = potential_and_gradient
         self.exact_gradient = exact_gradient
         self.bound = bound
         self.exact_share = exact_share

@@ -1,9 +1,9 @@
 """Proposals of surrogate HMC: move the chain with the surrogate's force field only.
 
 A proposal spends no exact evaluation of its own (the force field may, where the surrogate
-fails) and returns a :class:`Move`, the values a correction needs to judge it. The one here is
-the jittered fixed-length leapfrog; a NUTS tree on the surrogate or a generalized (implicit)
-leapfrog are further fillers of the same slot.
+fails) and returns a :class:`Move`, the values a correction needs to judge it: the jittered
+fixed-length leapfrog (:class:`LeapfrogProposal`, judged on the exact Hamiltonian) and a NUTS
+transition on the surrogate Hamiltonian (:class:`NutsProposal`, judged by delayed acceptance).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 from pymc_rnshmc.hmc.force_field import ForceField, LeftTrustRegion
 from pymc_rnshmc.hmc.leapfrog import jittered_n_steps, leapfrog
 from pymc_rnshmc.hmc.metrics import Metric
+from pymc_rnshmc.hmc.nuts_tree import MAX_ENERGY_SPREAD, surrogate_nuts
 
-__all__ = ["LeapfrogProposal", "Move", "Proposal"]
+__all__ = ["LeapfrogProposal", "Move", "NutsProposal", "Proposal"]
 
 
 class Move(NamedTuple):
@@ -36,6 +37,17 @@ class Move(NamedTuple):
         The trajectory stopped where the surrogate is not trusted: it must be rejected.
     end_exact : bool
         ``force`` is the exact gradient.
+    start_potential, end_potential : float
+        The surrogate potential ``U~`` at the start and the end, as the proposal used it (NaN
+        if it used none: a leapfrog needs only forces).
+    tree_depth : int
+        Doublings of a NUTS tree (0 for a leapfrog).
+    surrogate_accept : float
+        The proposal's own acceptance statistic on the surrogate Hamiltonian (a NUTS tree's
+        mean); NaN if it has none.
+    index : int, optional
+        Steps from the start to the proposal along the trajectory (0: the start itself, which
+        a NUTS tree can draw); ``None``: the trajectory's end, ``n_steps``.
     """
 
     position: np.ndarray
@@ -46,6 +58,21 @@ class Move(NamedTuple):
     failed: bool
     left_trust_region: bool = False
     end_exact: bool = False
+    start_potential: float = np.nan
+    end_potential: float = np.nan
+    tree_depth: int = 0
+    surrogate_accept: float = np.nan
+    index: int | None = None
+
+    @property
+    def stayed(self) -> bool:
+        """The proposal is the start itself."""
+        return self.index == 0
+
+    @property
+    def index_in_trajectory(self) -> int:
+        """Steps from the start to the proposal (PyMC's ``index_in_trajectory``)."""
+        return self.n_steps if self.index is None else self.index
 
 
 class Proposal(Protocol):
@@ -118,4 +145,79 @@ class LeapfrogProposal:
             trajectory.failed,
             False,
             force_field.last_exact,
+        )
+
+
+class NutsProposal:
+    """A NUTS transition on the surrogate Hamiltonian ``U~ + K`` (see ``hmc.nuts_tree``).
+
+    It is reversible with respect to ``exp(-U~)``, so it must be corrected by delayed
+    acceptance (:class:`~pymc_rnshmc.hmc.corrections.DelayedAcceptance`), which needs ``U~``
+    at both ends: the move carries the values the tree used. Only the force field's surrogate
+    part is used (:attr:`ForceField.potential_and_gradient`): a NUTS tree must follow the
+    gradient of the potential it weighs its states by, everywhere.
+
+    Parameters
+    ----------
+    metric : Metric
+        Kinetic energy of the trajectories.
+    max_depth : int
+        Largest number of doublings.
+    max_energy_spread : float
+        Energy spread within a subtree that counts as a divergence.
+    """
+
+    path_length = None
+
+    def __init__(
+        self, metric: Metric, max_depth: int = 10, max_energy_spread: float = MAX_ENERGY_SPREAD
+    ) -> None:
+        self.metric = metric
+        self.max_depth = int(max_depth)
+        self.max_energy_spread = float(max_energy_spread)
+
+    def propose(
+        self,
+        position: np.ndarray,
+        force: np.ndarray,
+        force_field: ForceField,
+        step_size: float,
+        rng: np.random.Generator,
+        start_exact: bool = False,
+    ) -> Move:
+        """Build a tree from ``position`` and return the state it drew.
+
+        ``U~`` and its gradient are evaluated afresh at ``position``, so the move's values come
+        from the same surrogate as the tree, whatever the chain cached.
+        """
+        potential_and_gradient = force_field.potential_and_gradient
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            potential, gradient = potential_and_gradient(position)
+            if not (np.isfinite(potential) and np.all(np.isfinite(gradient))):
+                kinetic = float(self.metric.energy(self.metric.random(rng)))
+                return Move(position, force, kinetic, np.inf, 0, True, start_potential=potential)
+            tree = surrogate_nuts(
+                position,
+                potential,
+                gradient,
+                potential_and_gradient,
+                self.metric,
+                step_size,
+                rng,
+                self.max_depth,
+                self.max_energy_spread,
+            )
+        sample = tree.sample
+        return Move(
+            sample.position,
+            sample.gradient,
+            tree.start_kinetic,
+            float(self.metric.energy(sample.momentum)),
+            tree.n_steps,
+            False,
+            start_potential=float(potential),
+            end_potential=sample.potential,
+            tree_depth=tree.depth,
+            surrogate_accept=tree.mean_accept,
+            index=tree.index,
         )

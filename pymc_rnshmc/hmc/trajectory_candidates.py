@@ -109,6 +109,7 @@ def choose_trajectory(
     simulated_draws: int = 100,
     extra_metrics: tuple = (),
     refit: bool = False,
+    scan_lengths: bool = True,
 ) -> trajectory_tuning.TrajectoryChoice:
     """Pick the metric, step size and path length of the surrogate dynamics by simulation.
 
@@ -120,13 +121,14 @@ def choose_trajectory(
     steps each way, or two for a ``refit``, whose previous choice searched widely already. A
     given ``path_length`` is the only candidate length. ``simulated_draws`` is the length of
     each simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the
-    one from the gradients.
+    one from the gradients. Without ``scan_lengths`` only the metrics are compared (for
+    dynamics that choose each trajectory's length themselves).
     """
     metrics = candidate_metrics(explorer_variances, positions, gradients) + list(extra_metrics)
     if path_length is None:
         covariance = covariance_estimate(positions)
         metric_lengths = [quarter_period(metric, covariance) for metric in metrics]
-        steps = SCAN_STEPS_REFIT if refit else SCAN_STEPS
+        steps = (SCAN_STEPS_REFIT if refit else SCAN_STEPS) if scan_lengths else 0
         ratios = 2.0 ** (np.arange(-steps, steps + 1) / 4)
     else:
         metric_lengths, ratios = [path_length] * len(metrics), np.ones(1)

@@ -75,6 +75,8 @@ class DrawResult(NamedTuple):
     divergence: str | None
     approximate_test: bool = False
     left_trust_region: bool = False
+    tree_depth: int = 0
+    index_in_trajectory: int = 0
 
 
 def surrogate_potential_or_target(
@@ -148,6 +150,8 @@ def surrogate_transition(
         divergence=decision.divergence,
         approximate_test=end is not None and not end.exact,
         left_trust_region=move.left_trust_region,
+        tree_depth=move.tree_depth,
+        index_in_trajectory=move.index_in_trajectory if decision.accepted else 0,
     )
 
 
@@ -163,8 +167,12 @@ def _agreement(
     Returns the surrogate potential at the end, the integrator's acceptance on the surrogate's
     own Hamiltonian, and how much the surrogate misjudged the potential change.
     """
-    if move.failed or move.left_trust_region or not diagnose:
+    if move.failed or move.left_trust_region:
         return np.nan, 0.0, np.nan
+    if np.isfinite(move.surrogate_accept):
+        return _tree_agreement(start, move, decision)
+    if not diagnose:
+        return np.nan, np.nan, np.nan
     end_logp = decision.end.logp
     start_surrogate = start.surrogate_potential
     if np.isnan(start_surrogate):  # left unknown by a draw without the diagnostic
@@ -183,3 +191,17 @@ def _agreement(
     if decision.divergence is None:
         surrogate_error = (start.logp - end_logp) - (end_surrogate - start_surrogate)
     return end_surrogate, integrator_accept, surrogate_error
+
+
+def _tree_agreement(
+    start: CachedPoint, move: Move, decision: Decision
+) -> tuple[float, float, float]:
+    """:func:`_agreement` for a proposal that weighed its own states (a NUTS tree).
+
+    Free: the move carries ``U~`` at both ends and the tree's mean acceptance.
+    """
+    surrogate_error = np.nan
+    if decision.end is not None and decision.divergence is None:
+        exact_change = start.logp - decision.end.logp
+        surrogate_error = exact_change - (move.end_potential - move.start_potential)
+    return move.end_potential, move.surrogate_accept, surrogate_error

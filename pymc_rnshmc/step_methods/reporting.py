@@ -32,6 +32,7 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "n_gradient_evals": (np.int64, []),
     "used_surrogate": (bool, []),
     "surrogate_error": (np.float64, []),
+    "surrogate_accept": (np.float64, []),
     "left_trust_region": (bool, []),
     "largest_eigval": (np.float64, []),
     "smallest_eigval": (np.float64, []),
@@ -44,7 +45,13 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
 result. ``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the model (a joint
 logp-and-gradient call counts in both). ``surrogate_error`` is how much the surrogate misjudged
 the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``: on every draw
-during tuning, on every tenth after it (NaN on the others; it costs about a leapfrog step).
+during tuning, on every tenth after it (NaN on the others; it costs about a leapfrog step),
+and on every draw with ``dynamics="nuts"`` (free: the tree knows ``U~`` at both ends).
+``surrogate_accept`` is the acceptance on the surrogate's own Hamiltonian, which the step size
+adapts on: a NUTS tree's mean acceptance statistic (the first stage of delayed acceptance), or
+for a leapfrog the Metropolis probability on ``U~ + K`` when ``surrogate_error`` is computed
+(NaN otherwise); ``accept`` is the exact test's probability (the second stage).
+``tree_depth`` is the surrogate NUTS tree's depth (0 for a leapfrog).
 ``left_trust_region`` marks a surrogate trajectory rejected because it needed the exact force at
 too many points (see :mod:`pymc_rnshmc.hmc.force_field`). In surrogate draws ``largest_eigval``
 and ``smallest_eigval`` describe the metric of the surrogate dynamics (the eigenvalues of its
@@ -64,6 +71,7 @@ def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
     converted["n_gradient_evals"] = n_steps + 1
     converted["used_surrogate"] = False
     converted["surrogate_error"] = np.nan
+    converted["surrogate_accept"] = np.nan
     converted["left_trust_region"] = False
     return converted
 

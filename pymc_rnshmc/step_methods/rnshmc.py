@@ -72,6 +72,13 @@ class RNSHMC(SurrogateHMC):
         dynamics; ``None`` starts with any fit.
     refit_during_tuning : bool
         Learn from the surrogate draws of tuning and refit (step 3 above).
+    dynamics : {"hmc", "nuts"}
+        ``"hmc"``: the fixed-length leapfrog described above. ``"nuts"``: each draw runs a
+        complete NUTS transition on the surrogate Hamiltonian (its own no-U-turn criterion,
+        step size and metric) and accepts the state it draws by delayed acceptance with the
+        exact density (:class:`~pymc_rnshmc.hmc.corrections.DelayedAcceptance`); no path
+        length is chosen. Also one exact ``logp`` and no exact gradient per draw, and each
+        draw leaves the posterior invariant.
     surrogate_target_accept : float
         Target acceptance of the surrogate dynamics on the surrogate's own Hamiltonian (the
         integrator's share of rejections), in (0, 1). Surrogate steps are cheap next to the one
@@ -116,6 +123,7 @@ class RNSHMC(SurrogateHMC):
         surrogate_target_accept: float = 0.95,
         start_error: float | None = 0.3,
         refit_during_tuning: bool = True,
+        dynamics: str = "hmc",
         model=None,
         **kwargs,
     ) -> None:
@@ -139,6 +147,7 @@ class RNSHMC(SurrogateHMC):
             surrogate_target_accept=surrogate_target_accept,
             start_error=start_error,
             refit_during_tuning=refit_during_tuning,
+            dynamics=dynamics,
             model=model,
             **kwargs,
         )

@@ -132,6 +132,12 @@ class SparseGridHMC(SurrogateHMC):
                 raise TypeError(
                     f"SparseGridHMC does not take `{option}` (an option of RNSHMC's network)."
                 )
+        if kwargs.get("dynamics", "hmc") != "hmc":
+            raise ValueError(
+                "SparseGridHMC proposes with leapfrog trajectories only (dynamics='hmc'): its "
+                "surrogate is defined inside a box, and a NUTS tree on the surrogate needs a "
+                "potential defined everywhere. Use RNSHMC(dynamics='nuts') for that."
+            )
         self.grid = grid
         self.domain = domain
         self.quadratic_base = bool(quadratic_base)

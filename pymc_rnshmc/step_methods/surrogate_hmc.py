@@ -50,7 +50,7 @@ from pymc.vartypes import continuous_types
 
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
 from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateFitError, SurrogateWarning
-from pymc_rnshmc.hmc.corrections import Correction, Evaluation, ExactMetropolis
+from pymc_rnshmc.hmc.corrections import Correction, Evaluation
 from pymc_rnshmc.hmc.force_field import (
     EXACT_FORCE_FLOOR,
     EXACT_FORCE_SHARE,
@@ -58,7 +58,6 @@ from pymc_rnshmc.hmc.force_field import (
     force_bound,
 )
 from pymc_rnshmc.hmc.metrics import DenseMetric
-from pymc_rnshmc.hmc.proposals import LeapfrogProposal
 from pymc_rnshmc.hmc.trajectory_candidates import choose_trajectory, rows
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import (
@@ -68,6 +67,7 @@ from pymc_rnshmc.hmc.transition import (
     surrogate_transition,
 )
 from pymc_rnshmc.step_methods.blas import single_blas_thread
+from pymc_rnshmc.step_methods.dynamics import get_dynamics
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
@@ -82,6 +82,7 @@ from pymc_rnshmc.surrogates.base import (
     approximate_covariance,
     fit_summary,
     for_simulation,
+    potential_and_gradient,
 )
 from pymc_rnshmc.surrogates.training import TrainingBuffer
 
@@ -144,6 +145,11 @@ class SurrogateHMC(NUTS):
         this, postponing while the schedule allows; ``None`` starts with any fit.
     refit_during_tuning : bool
         Learn from the tuning draws and refit, if the schedule learns during tuning.
+    dynamics : {"hmc", "nuts"}
+        The surrogate proposals (:mod:`~pymc_rnshmc.step_methods.dynamics`): a fixed-length
+        leapfrog corrected on the exact Hamiltonian, or a NUTS transition on the surrogate
+        corrected by delayed acceptance (which needs a surrogate defined everywhere whose
+        gradient is the force).
     exploration_steps, training_window, path_length, max_steps : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     target_accept, surrogate_target_accept : float
@@ -175,10 +181,18 @@ class SurrogateHMC(NUTS):
         surrogate_target_accept: float = 0.95,
         start_error: float | None = None,
         refit_during_tuning: bool = True,
+        dynamics: str = "hmc",
         model=None,
         **kwargs,
     ) -> None:
         model = modelcontext(model)
+        self.dynamics = get_dynamics(dynamics)
+        self.dynamics.check(surrogate, type(self).__name__)
+        if path_length is not None and not self.dynamics.chooses_path_length:
+            raise ValueError(
+                f"path_length applies to dynamics='hmc' only; dynamics={dynamics!r} chooses each "
+                "trajectory's length by its own criterion."
+            )
         check_probability("target_accept", target_accept)
         self.surrogate_target_accept = check_probability(
             "surrogate_target_accept", surrogate_target_accept
@@ -340,6 +354,7 @@ class SurrogateHMC(NUTS):
             self._exact_gradient,
             self._force_bound,
             EXACT_FORCE_SHARE if trusted_everywhere else None,
+            potential_and_gradient=potential_and_gradient(self.surrogate),
         )
         start, n_logp_evals, approximate = self._current_point(position, force_field)
         result = surrogate_transition(
@@ -523,9 +538,9 @@ class SurrogateHMC(NUTS):
             "energy": result.energy,
             "energy_error": result.energy_change if np.isfinite(result.energy_change) else np.nan,
             "n_steps": result.n_steps,
-            "tree_depth": 0,
-            "reached_max_treedepth": False,
-            "index_in_trajectory": result.n_steps if result.accepted else 0,
+            "tree_depth": result.tree_depth,
+            "reached_max_treedepth": result.tree_depth >= self.max_treedepth,
+            "index_in_trajectory": result.index_in_trajectory,
             "step_size": result.step_size,
             "step_size_bar": float(self.step_adapt.current(False)),
             "model_logp": result.end.logp,
@@ -533,6 +548,7 @@ class SurrogateHMC(NUTS):
             "n_gradient_evals": result.n_gradient_evals,
             "used_surrogate": True,
             "surrogate_error": result.surrogate_error,
+            "surrogate_accept": result.integrator_accept,
             "left_trust_region": result.left_trust_region,
             "warning": warning,
         }
@@ -695,6 +711,7 @@ class SurrogateHMC(NUTS):
             simulated_draws=self.schedule.simulated_draws,
             extra_metrics=tuple(extra_metrics),
             refit=refit,
+            scan_lengths=self.dynamics.chooses_path_length,
         )
 
     def _start_surrogate_phase(
@@ -712,7 +729,7 @@ class SurrogateHMC(NUTS):
         if self._cache is not None:  # keep the exact logp, drop the old surrogate's values
             self._cache = self._cache.without_surrogate_values()
         self.trajectory_choice = choice
-        self._proposal = LeapfrogProposal(best.metric, best.path_length, self.max_steps)
+        self._proposal = self.dynamics.proposal(best, self.max_steps, self.max_treedepth)
         self._force_bound = force_bound(positions, gradients)
         self._step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
         # Dual averaging explores around ten times its initial step; start it at a tenth so it
@@ -729,13 +746,15 @@ class SurrogateHMC(NUTS):
         _log.log(
             log_level,
             "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
-            "step size %.3g, path length %.3g.",
+            "step size %.3g, %s.",
             type(self).__name__,
             gradients.shape[0],
             fit_summary(surrogate),
             best.metric.kind,
             best.step_size,
-            best.path_length,
+            f"path length {best.path_length:.3g}"
+            if self.dynamics.chooses_path_length
+            else "NUTS trees",
         )
         if end_of_tuning:
             warnings.warn(
@@ -767,7 +786,7 @@ class SurrogateHMC(NUTS):
 
     def _correction(self) -> Correction:
         """The correction of the surrogate proposals: Metropolis on the exact Hamiltonian."""
-        return ExactMetropolis(self.Emax)
+        return self.dynamics.correction(self.Emax)
 
     def _after_fit(self) -> None:
         """Called once the surrogate phase has started."""

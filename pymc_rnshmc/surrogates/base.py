@@ -13,6 +13,7 @@ __all__ = [
     "approximate_covariance",
     "fit_summary",
     "for_simulation",
+    "potential_and_gradient",
 ]
 
 
@@ -96,3 +97,15 @@ def fit_summary(surrogate) -> str:
     """One phrase on the fit for the log (empty if the surrogate has no report)."""
     summary = getattr(getattr(surrogate, "report", None), "summary", None)
     return summary() if callable(summary) else ""
+
+
+def potential_and_gradient(surrogate):
+    """``q -> (U~(q), grad U~(q))`` at one point: the surrogate's fused method if it has one."""
+    method = getattr(surrogate, "potential_and_gradient", None)
+    if callable(method):
+        return method
+
+    def separately(position: np.ndarray) -> tuple[float, np.ndarray]:
+        return float(surrogate.potential(position)), np.asarray(surrogate.gradient(position))
+
+    return separately

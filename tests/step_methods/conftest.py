@@ -30,17 +30,23 @@ class SamplerCase:
     gradient_free_draws: bool = True
     """After tuning, no draw spends an exact gradient (a grid's box may be left: not so)."""
 
+    @property
+    def nuts(self) -> bool:
+        """Surrogate draws are NUTS trees, corrected by delayed acceptance."""
+        return self.options.get("dynamics") == "nuts"
+
     def make(self, **overrides):
         options = {"exploration_steps": self.exploration, **self.options, **overrides}
         return self.step_class(**options)
 
     @property
     def id(self) -> str:
-        return self.step_class.__name__
+        return self.step_class.__name__ + ("-nuts" if self.nuts else "")
 
 
 SAMPLERS = [
     SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS),
+    SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS, options={"dynamics": "nuts"}),
     SamplerCase(ARNSHMC, exploration=60, stats=ADAPTIVE_SURROGATE_HMC_STATS),
     SamplerCase(
         SparseGridHMC, exploration=100, stats=SPARSE_GRID_HMC_STATS, gradient_free_draws=False

@@ -141,6 +141,27 @@ CASES = [
         # divergences, so the surrogate is trained on draws that reach into its neck
         step_options={"target_accept": 0.95},
     ),
+    # NUTS trees on the surrogate, corrected by delayed acceptance
+    PosteriorCase(
+        name="sblrc-blr",
+        build_model=bayesian_linear_regression,
+        tune=500,
+        draws=1000,
+        exploration_steps=350,
+        seed=2041,
+        step_options={"dynamics": "nuts"},
+        variant="nuts",
+    ),
+    PosteriorCase(
+        name="eight_schools-eight_schools_noncentered",
+        build_model=eight_schools_noncentered,
+        tune=600,
+        draws=1000,
+        exploration_steps=400,
+        seed=2043,
+        step_options={"target_accept": 0.95, "dynamics": "nuts"},
+        variant="nuts",
+    ),
     # ARNSHMC: a short exploration (its default), then a surrogate that keeps learning
     PosteriorCase(
         name="sblrc-blr",

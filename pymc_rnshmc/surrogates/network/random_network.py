@@ -626,6 +626,27 @@ class RandomNetworkSurrogate:
             linear = np.ascontiguousarray(inverse.T @ self.quadratic_part.linear)
         self._folded = (weights, biases, hessian, linear)
 
+    def potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        """``U~`` and its gradient at one point ``(d,)``, sharing the hidden layer's work."""
+        folded = getattr(self, "_folded", None)
+        if folded is None or np.ndim(position) != 1:
+            return float(self.potential(position)), self.gradient(position)
+        weights, biases, hessian, linear = folded
+        activation = self.layer._activation
+        preactivation = weights @ position
+        preactivation += biases
+        value = float(activation.value(preactivation) @ self.coefficients) + self.offset
+        slopes = activation.derivative(preactivation, out=preactivation)
+        slopes *= self.coefficients
+        gradient = slopes @ weights
+        if hessian is not None:
+            shifted = position - self.whitening.centre
+            curvature = shifted @ hessian
+            value += float(shifted @ (0.5 * curvature + linear))
+            gradient += curvature
+            gradient += linear
+        return value, gradient
+
     def gradient(self, position: np.ndarray) -> np.ndarray:
         """Gradient of the surrogate potential at one point ``(d,)`` or at rows ``(n, d)``."""
         folded = getattr(self, "_folded", None)
