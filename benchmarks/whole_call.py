@@ -13,7 +13,8 @@ error and the run goes on.
 Samplers (``--samplers``): "NUTS" (PyMC's NUTS, ``pm.sample(nuts_sampler="pymc")`` with its
 default ``jitter+adapt_diag``), "NUTS dense" (``init="jitter+adapt_full"``), "nutpie" and
 "nutpie low-rank" (``adaptation="low_rank"``, nutpie's low-rank modified mass matrix), "RNSHMC"
-(defaults), "RNSHMC explored" (``exploration_steps=round(0.7 * tune)``, a fully explored
+(defaults), "RNSHMC nuts" (``dynamics="nuts"``: NUTS trees on the surrogate corrected by
+delayed acceptance), "RNSHMC explored" (``exploration_steps=round(0.7 * tune)``, a fully explored
 surrogate: the reference the fast default must not quietly fall short of) and "ARNSHMC"
 (defaults). The first four are the baselines.
 
@@ -110,11 +111,12 @@ WORKLOADS = {
     ),
 }
 BASELINES = ("NUTS", "NUTS dense", "nutpie", "nutpie low-rank")
-SURROGATES = ("RNSHMC", "RNSHMC explored", "ARNSHMC")
+SURROGATES = ("RNSHMC", "RNSHMC nuts", "RNSHMC explored", "ARNSHMC")
 STEPS = {
     "NUTS": None,
     "NUTS dense": None,
     "RNSHMC": lambda tune: RNSHMC(),
+    "RNSHMC nuts": lambda tune: RNSHMC(dynamics="nuts"),
     "RNSHMC explored": lambda tune: RNSHMC(exploration_steps=max(1, round(0.7 * tune))),
     "ARNSHMC": lambda tune: ARNSHMC(),
 }

@@ -178,7 +178,7 @@ class SurrogateHMC(NUTS):
         path_length: float | None = None,
         max_steps: int = 1024,
         target_accept: float = 0.8,
-        surrogate_target_accept: float = 0.95,
+        surrogate_target_accept: float | None = None,
         start_error: float | None = None,
         refit_during_tuning: bool = True,
         dynamics: str = "hmc",
@@ -194,6 +194,8 @@ class SurrogateHMC(NUTS):
                 "trajectory's length by its own criterion."
             )
         check_probability("target_accept", target_accept)
+        if surrogate_target_accept is None:
+            surrogate_target_accept = self.dynamics.target_accept
         self.surrogate_target_accept = check_probability(
             "surrogate_target_accept", surrogate_target_accept
         )

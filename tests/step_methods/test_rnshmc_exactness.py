@@ -69,7 +69,13 @@ def test_banana_against_quadrature(dynamics):
     # draws can miss while ArviZ's ESS still looks fine (a NUTS chain: mean 5 MCSE off at 2 x
     # 2000 draws, on the quadrature's value at 2 x 10 000; a leapfrog chain: sd 5 MCSE off at
     # 2 x 5000). Four chains let the ESS see the excursions.
-    idata = run(banana(), tune=1000, draws=3000, chains=4, exploration_steps=700, dynamics=dynamics)
+    # NUTS trees at their default target (0.8) crawl through the curved arm tips, as exact NUTS
+    # does (b[1]'s bulk ESS was 58 of 12 000 draws); as with NUTS, a higher target helps.
+    options = {"surrogate_target_accept": 0.95} if dynamics == "nuts" else {}
+    idata = run(
+        banana(), tune=1000, draws=3000, chains=4, exploration_steps=700, dynamics=dynamics,
+        **options,
+    )  # fmt: skip
     assert_used_the_surrogate(idata)
     means, sds = banana_reference_moments()
     b = posterior_draws(idata, "b")

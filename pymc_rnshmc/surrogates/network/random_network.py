@@ -632,11 +632,10 @@ class RandomNetworkSurrogate:
         if folded is None or np.ndim(position) != 1:
             return float(self.potential(position)), self.gradient(position)
         weights, biases, hessian, linear = folded
-        activation = self.layer._activation
         preactivation = weights @ position
         preactivation += biases
-        value = float(activation.value(preactivation) @ self.coefficients) + self.offset
-        slopes = activation.derivative(preactivation, out=preactivation)
+        values, slopes = self.layer._activation.both(preactivation)
+        value = float(values @ self.coefficients) + self.offset
         slopes *= self.coefficients
         gradient = slopes @ weights
         if hessian is not None:
