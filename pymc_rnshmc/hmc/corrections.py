@@ -94,6 +94,15 @@ class ExactMetropolis:
         """The target the test uses at ``position``: the exact model's, from ``evaluate``."""
         return evaluate(position)
 
+    failure = "The surrogate gradient or the trajectory became non-finite."
+    """Why a failed move is rejected."""
+    quantity = "Energy change"
+    """What ``energy_change`` measures, for the divergence message."""
+
+    def energy_change(self, start_logp: float, move: Move, end_logp: float) -> float:
+        """``-log`` of the acceptance ratio: the exact Hamiltonian's change."""
+        return (move.end_kinetic - end_logp) - (move.start_kinetic - start_logp)
+
     def decide(
         self,
         start_logp: float,
@@ -101,25 +110,29 @@ class ExactMetropolis:
         evaluate: Callable[[np.ndarray], Evaluation],
         rng: np.random.Generator,
     ) -> Decision:
-        """Evaluate the target at the move's end (unless the move failed) and test."""
-        divergence, end, logp = None, None, -np.inf
+        """Evaluate the target at the move's end (unless the move failed) and test.
+
+        A move that is its own start is kept without an evaluation (the ratio is one).
+        """
+        divergence, end = None, None
+        if move.stayed:
+            accept, _ = metropolis_accept(0.0, rng)
+            return Decision(accept, False, 0.0, None, None)
         if move.left_trust_region:
             pass  # rejected, reversibly (see hmc.force_field), not a divergence
         elif move.failed:
-            divergence = "The surrogate gradient or the trajectory became non-finite."
+            divergence = self.failure
         else:
             end = self.target(move.position, evaluate)
-            logp = end.logp
-            if not np.isfinite(logp):
-                divergence = f"The model's logp is {logp} at the proposal."
+            if not np.isfinite(end.logp):
+                divergence = f"The model's logp is {end.logp} at the proposal."
         energy_change = np.inf
         if end is not None and divergence is None:
-            start_energy = move.start_kinetic - start_logp
             with np.errstate(over="ignore", invalid="ignore"):
-                energy_change = (move.end_kinetic - logp) - start_energy
+                energy_change = self.energy_change(start_logp, move, end.logp)
             if not np.isfinite(energy_change) or abs(energy_change) > self.max_energy_change:
                 divergence = (
-                    f"Energy change {energy_change:.3g} exceeds Emax = {self.max_energy_change}."
+                    f"{self.quantity} {energy_change:.3g} exceeds Emax = {self.max_energy_change}."
                 )
         accept, accepted = metropolis_accept(energy_change, rng)
         return Decision(accept, accepted and divergence is None, energy_change, end, divergence)
@@ -187,34 +200,9 @@ class DelayedAcceptance(ExactMetropolis):
        (surrogate transitions). Springer.
     """
 
-    def decide(
-        self,
-        start_logp: float,
-        move: Move,
-        evaluate: Callable[[np.ndarray], Evaluation],
-        rng: np.random.Generator,
-    ) -> Decision:
-        """Evaluate the target at the move's end (unless it failed or stayed) and test."""
-        if move.failed:
-            accept, _ = metropolis_accept(np.inf, rng)
-            reason = "The surrogate's potential or gradient is not finite at the current point."
-            return Decision(accept, False, np.inf, None, reason)
-        if move.stayed:
-            accept, _ = metropolis_accept(0.0, rng)
-            return Decision(accept, False, 0.0, None, None)
-        end = self.target(move.position, evaluate)
-        divergence, energy_change = None, np.inf
-        if not np.isfinite(end.logp):
-            divergence = f"The model's logp is {end.logp} at the proposal."
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                energy_change = (-end.logp - move.end_potential) - (
-                    -start_logp - move.start_potential
-                )
-            if not np.isfinite(energy_change) or abs(energy_change) > self.max_energy_change:
-                divergence = (
-                    f"Surrogate error change {energy_change:.3g} exceeds Emax = "
-                    f"{self.max_energy_change}."
-                )
-        accept, accepted = metropolis_accept(energy_change, rng)
-        return Decision(accept, accepted and divergence is None, energy_change, end, divergence)
+    failure = "The surrogate's potential or gradient is not finite at the current point."
+    quantity = "Surrogate error change"
+
+    def energy_change(self, start_logp: float, move: Move, end_logp: float) -> float:
+        """``-log`` of the second-stage ratio: the change of ``U - U~`` (the tree saw ``K``)."""
+        return (-end_logp - move.end_potential) - (-start_logp - move.start_potential)

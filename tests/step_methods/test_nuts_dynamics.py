@@ -13,17 +13,23 @@ from tests.models import correlated_normal, independent_normal
 from tests.step_methods.helpers import DistortedSurrogate, start_chain
 
 
+def tuned_step(model, seed: int, tune: int, draws: int):
+    """An ``RNSHMC(dynamics="nuts")`` step run through ``tune`` draws; ``(step, point)``."""
+    with model:
+        step = RNSHMC(exploration_steps=100, dynamics="nuts")
+    start_chain(step, seed=seed, tune=tune, draws=draws)
+    point = model.initial_point()
+    for _ in range(tune):
+        point, _ = step.step(point)
+    step.stop_tuning()
+    return step, point
+
+
 def test_the_second_stage_uses_the_surrogate_the_tree_followed():
     # After a change of surrogate (as ARNSHMC's refreshes make), the chain's cached U~(x) is
     # the old surrogate's; the ratio must use the new one's, which the tree started from.
     model = correlated_normal()
-    with model:
-        step = RNSHMC(exploration_steps=100, dynamics="nuts")
-    start_chain(step, seed=3, tune=200, draws=50)
-    point = model.initial_point()
-    for _ in range(200):
-        point, _ = step.step(point)
-    step.stop_tuning()
+    step, point = tuned_step(model, seed=3, tune=200, draws=50)
     point, _ = step.step(point)
     distorted = DistortedSurrogate("shifted", 0.7)
     distorted.inner = step.surrogate
@@ -51,14 +57,7 @@ def test_the_second_stage_uses_the_surrogate_the_tree_followed():
 
 def test_exact_evaluations_are_counted_as_they_happen():
     # one per draw, none for a tree that drew its own start (the ratio is then one)
-    model = independent_normal()
-    with model:
-        step = RNSHMC(exploration_steps=100, dynamics="nuts")
-    start_chain(step, seed=5, tune=150, draws=300)
-    point = model.initial_point()
-    for _ in range(150):
-        point, _ = step.step(point)
-    step.stop_tuning()
+    step, point = tuned_step(independent_normal(), seed=5, tune=150, draws=300)
     calls = []
     evaluate = step.exact_model.logp
     step.exact_model.logp = lambda q: calls.append(1) or evaluate(q)
