@@ -18,6 +18,7 @@ trajectory: rejecting on it keeps the kernel reversible.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -76,9 +77,10 @@ class ForceField:
         surrogate defined only in a domain, where leaving it is how the method works).
     exact_floor : int
         Points always allowed on the exact force, whatever the share.
-    potential_and_gradient : callable, optional
-        ``q -> (U~(q), grad U~(q))`` of the same surrogate, for proposals that weigh states
-        by ``U~`` and so must follow its gradient everywhere (a NUTS tree).
+    potential_and_gradient, exact_potential_and_gradient : callable, optional
+        ``q -> (U~(q), grad U~(q))`` of the same surrogate and ``q -> (U(q), grad U(q))`` of
+        the exact model, for proposals that weigh their states by the potential
+        (:meth:`potential_and_force`, a NUTS tree).
 
     Attributes
     ----------
@@ -96,9 +98,12 @@ class ForceField:
         exact_share: float | None = None,
         exact_floor: int = EXACT_FORCE_FLOOR,
         potential_and_gradient: Callable[[np.ndarray], tuple[float, np.ndarray]] | None = None,
+        exact_potential_and_gradient: Callable[[np.ndarray], tuple[float, np.ndarray]]
+        | None = None,
     ) -> None:
         self.surrogate_gradient = surrogate_gradient
         self.potential_and_gradient = potential_and_gradient
+        self.exact_potential_and_gradient = exact_potential_and_gradient
         self.exact_gradient = exact_gradient
         self.bound = bound
         self.exact_share = exact_share
@@ -116,13 +121,34 @@ class ForceField:
 
     def __call__(self, position: np.ndarray) -> np.ndarray:
         gradient = self.surrogate_gradient(position)
+        if self._usable(gradient):
+            return gradient
+        self._count_exact_point()
+        return self.exact_gradient(position)
+
+    def potential_and_force(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        """``U~`` and its gradient, or the exact ``U`` and ``grad U`` where either is unusable.
+
+        A fixed function of the position (for a fixed surrogate and bound), so a NUTS tree that
+        weighs its states by it stays reversible; and the exact potential where the surrogate
+        fails keeps ``exp(-U~)`` positive wherever the posterior is, which delayed acceptance
+        needs (a tree cannot propose a state its own density gives no weight).
+        """
+        potential, gradient = self.potential_and_gradient(position)
+        if math.isfinite(potential) and self._usable(gradient):
+            return potential, gradient
+        self._count_exact_point()
+        return self.exact_potential_and_gradient(position)
+
+    def _usable(self, gradient: np.ndarray) -> bool:
         with np.errstate(invalid="ignore"):
-            if (np.abs(gradient) <= self.bound).all():  # False for NaN as well
-                self.last_exact = False
-                return gradient
+            usable = bool((np.abs(gradient) <= self.bound).all())  # False for NaN as well
+        self.last_exact = not usable
+        return usable
+
+    def _count_exact_point(self) -> None:
+        """Count an exact evaluation; stop a trajectory that needs more than its share."""
         self._in_trajectory += 1
         if self._limit is not None and self._in_trajectory > self._limit:
             raise LeftTrustRegion
         self.exact_points += 1
-        self.last_exact = True
-        return self.exact_gradient(position)

@@ -55,7 +55,7 @@ import numpy as np
 
 from pymc_rnshmc.hmc.metrics import Metric
 
-__all__ = ["MAX_ENERGY_SPREAD", "TreeState", "TreeResult", "surrogate_nuts"]
+__all__ = ["MAX_ENERGY_SPREAD", "TreeResult", "TreeState", "finite_state", "surrogate_nuts"]
 
 MAX_ENERGY_SPREAD = 1000.0
 """A subtree whose surrogate energies spread by more than this is divergent (PyMC's ``Emax``)."""
@@ -88,6 +88,8 @@ class TreeResult(NamedTuple):
         statistic, which the step size adapts on.
     divergent : bool
         The doubling stopped on a divergence.
+    reached_max_depth : bool
+        The doubling ran to ``max_depth`` without a U-turn or a divergence.
     index : int
         Position of the sample relative to the start, in steps (negative: backwards in time).
     """
@@ -98,6 +100,7 @@ class TreeResult(NamedTuple):
     n_steps: int
     mean_accept: float
     divergent: bool
+    reached_max_depth: bool
     index: int
 
 
@@ -129,6 +132,14 @@ class _Built(NamedTuple):
     n_steps: int
     accept_sum: float
     divergent: bool
+
+
+def finite_state(potential: float, gradient: np.ndarray) -> bool:
+    """Whether ``U~`` and its gradient are finite: the test every state of a tree must pass.
+
+    A sum is finite only if every term is (one reduction instead of an array of flags).
+    """
+    return math.isfinite(potential) and math.isfinite(float(gradient.sum()))
 
 
 def _no_turn(left_velocity, right_velocity, momentum_sum) -> bool:
@@ -173,8 +184,7 @@ class _Builder:
         velocity = self.metric.velocity(momentum)
         potential = float(potential)
         energy = potential + 0.5 * float(momentum.dot(velocity))
-        # a sum is finite only if every term is: one reduction instead of an isfinite array
-        if not (math.isfinite(energy) and math.isfinite(float(gradient.sum()))):
+        if not (math.isfinite(energy) and finite_state(potential, gradient)):
             return _Built(None, 1, 0.0, True)
         point = TreeState(position, momentum, potential, gradient)
         accept = math.exp(min(0.0, self.start_energy - energy))
@@ -291,26 +301,24 @@ def surrogate_nuts(
         start, start, velocity, velocity, momentum, -start_energy, start, 0, 0, 0,
         start_energy, start_energy,
     )  # fmt: skip
-    n_steps, accept_sum, divergent, depth = 0, 0.0, False, 0
-    while depth < max_depth:
+    n_steps, accept_sum, divergent, reached_max_depth = 0, 0.0, False, False
+    for depth in range(1, max_depth + 1):
         direction = 1 if rng.random() < 0.5 else -1
         edge, edge_index = _edge(tree, direction)
-        built = builder.build(edge, depth, direction, edge_index)
-        n_steps, accept_sum, depth = (
-            n_steps + built.n_steps,
-            accept_sum + built.accept_sum,
-            depth + 1,
-        )
+        built = builder.build(edge, depth - 1, direction, edge_index)
+        n_steps, accept_sum = n_steps + built.n_steps, accept_sum + built.accept_sum
         if built.tree is None:
             divergent = built.divergent
             break
         merged, divergent = builder.merge(tree, built.tree, direction, biased=True)
         if merged is None:
             break
-        if _turned(merged, *_in_time_order(tree, built.tree, direction)):
-            tree = merged
-            break
+        turned = _turned(merged, *_in_time_order(tree, built.tree, direction))
         tree = merged
+        if turned:
+            break
+    else:
+        depth, reached_max_depth = max_depth, True
     return TreeResult(
         tree.sample,
         start_kinetic,
@@ -318,5 +326,6 @@ def surrogate_nuts(
         n_steps,
         accept_sum / max(n_steps, 1),
         divergent,
+        reached_max_depth,
         tree.sample_index,
     )

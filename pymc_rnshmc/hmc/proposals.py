@@ -15,7 +15,7 @@ import numpy as np
 from pymc_rnshmc.hmc.force_field import ForceField, LeftTrustRegion
 from pymc_rnshmc.hmc.leapfrog import jittered_n_steps, leapfrog
 from pymc_rnshmc.hmc.metrics import Metric
-from pymc_rnshmc.hmc.nuts_tree import MAX_ENERGY_SPREAD, surrogate_nuts
+from pymc_rnshmc.hmc.nuts_tree import MAX_ENERGY_SPREAD, finite_state, surrogate_nuts
 
 __all__ = ["LeapfrogProposal", "Move", "NutsProposal", "Proposal"]
 
@@ -45,6 +45,10 @@ class Move(NamedTuple):
     surrogate_accept : float
         The proposal's own acceptance statistic on the surrogate Hamiltonian (a NUTS tree's
         mean); NaN if it has none.
+    tree_divergent : bool
+        A NUTS tree stopped on a divergence (its state is still a valid proposal).
+    reached_max_depth : bool
+        A NUTS tree doubled up to its depth limit without a U-turn.
     index : int, optional
         Steps from the start to the proposal along the trajectory (0: the start itself, which
         a NUTS tree can draw); ``None``: the trajectory's end, ``n_steps``.
@@ -62,6 +66,8 @@ class Move(NamedTuple):
     end_potential: float = np.nan
     tree_depth: int = 0
     surrogate_accept: float = np.nan
+    tree_divergent: bool = False
+    reached_max_depth: bool = False
     index: int | None = None
 
     @property
@@ -153,9 +159,12 @@ class NutsProposal:
 
     It is reversible with respect to ``exp(-U~)``, so it must be corrected by delayed
     acceptance (:class:`~pymc_rnshmc.hmc.corrections.DelayedAcceptance`), which needs ``U~``
-    at both ends: the move carries the values the tree used. Only the force field's surrogate
-    part is used (:attr:`ForceField.potential_and_gradient`): a NUTS tree must follow the
-    gradient of the potential it weighs its states by, everywhere.
+    at both ends: the move carries the values the tree used. The tree weighs its states by the
+    force field's potential (:meth:`ForceField.potential_and_force`: the surrogate's, the exact
+    one where the surrogate fails) and follows its gradient. A tree that needs the exact
+    potential at more points than the field's floor has left the surrogate's trust region and
+    is rejected: a property of the whole set of states the tree evaluates, which is the same
+    from any of them, so the kernel stays reversible.
 
     Parameters
     ----------
@@ -190,23 +199,28 @@ class NutsProposal:
         ``U~`` and its gradient are evaluated afresh at ``position``, so the move's values come
         from the same surrogate as the tree, whatever the chain cached.
         """
-        potential_and_gradient = force_field.potential_and_gradient
-        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            potential, gradient = potential_and_gradient(position)
-            if not (np.isfinite(potential) and np.all(np.isfinite(gradient))):
-                kinetic = float(self.metric.energy(self.metric.random(rng)))
-                return Move(position, force, kinetic, np.inf, 0, True, start_potential=potential)
-            tree = surrogate_nuts(
-                position,
-                potential,
-                gradient,
-                potential_and_gradient,
-                self.metric,
-                step_size,
-                rng,
-                self.max_depth,
-                self.max_energy_spread,
-            )
+        potential_and_force = force_field.potential_and_force
+        force_field.start_trajectory(0, False)  # a tree's length is unknown: the floor
+        try:
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                potential, gradient = potential_and_force(position)
+                potential = float(potential)
+                if not finite_state(potential, gradient):
+                    kinetic = float(self.metric.energy(self.metric.random(rng)))
+                    return Move(position, force, kinetic, np.inf, 0, True)
+                tree = surrogate_nuts(
+                    position,
+                    potential,
+                    gradient,
+                    potential_and_force,
+                    self.metric,
+                    step_size,
+                    rng,
+                    self.max_depth,
+                    self.max_energy_spread,
+                )
+        except LeftTrustRegion:  # the energy stat of such a draw is the start's -logp
+            return Move(position, force, 0.0, np.inf, 0, False, True)
         sample = tree.sample
         return Move(
             sample.position,
@@ -219,5 +233,7 @@ class NutsProposal:
             end_potential=sample.potential,
             tree_depth=tree.depth,
             surrogate_accept=tree.mean_accept,
+            tree_divergent=tree.divergent,
+            reached_max_depth=tree.reached_max_depth,
             index=tree.index,
         )

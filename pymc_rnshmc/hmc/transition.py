@@ -77,6 +77,7 @@ class DrawResult(NamedTuple):
     left_trust_region: bool = False
     tree_depth: int = 0
     index_in_trajectory: int = 0
+    reached_max_depth: bool = False
 
 
 def surrogate_potential_or_target(
@@ -147,11 +148,12 @@ def surrogate_transition(
         exact_forces=exact_forces,
         surrogate_error=surrogate_error,
         integrator_accept=integrator_accept,
-        divergence=decision.divergence,
+        divergence=decision.divergence or _tree_divergence(move),
         approximate_test=end is not None and not end.exact,
         left_trust_region=move.left_trust_region,
         tree_depth=move.tree_depth,
         index_in_trajectory=move.index_in_trajectory if decision.accepted else 0,
+        reached_max_depth=move.reached_max_depth,
     )
 
 
@@ -191,6 +193,16 @@ def _agreement(
     if decision.divergence is None:
         surrogate_error = (start.logp - end_logp) - (end_surrogate - start_surrogate)
     return end_surrogate, integrator_accept, surrogate_error
+
+
+def _tree_divergence(move: Move) -> str | None:
+    """Why a NUTS tree on the surrogate stopped early, if it diverged (its draw still counts)."""
+    if not move.tree_divergent:
+        return None
+    return (
+        "The NUTS tree on the surrogate diverged (its energies spread too far or became "
+        "non-finite): the step size is too large for the surrogate there."
+    )
 
 
 def _tree_agreement(

@@ -357,6 +357,7 @@ class SurrogateHMC(NUTS):
             self._force_bound,
             EXACT_FORCE_SHARE if trusted_everywhere else None,
             potential_and_gradient=potential_and_gradient(self.surrogate),
+            exact_potential_and_gradient=self.exact_model.potential_and_gradient,
         )
         start, n_logp_evals, approximate = self._current_point(position, force_field)
         result = surrogate_transition(
@@ -437,7 +438,8 @@ class SurrogateHMC(NUTS):
             and np.array_equal(cache.position, position)
             and self.exact_model.extras_unchanged(cache.extras)
         )
-        if fresh and cache.force is not None:
+        uses_force = self.dynamics.uses_cached_force
+        if fresh and (cache.force is not None or not uses_force):
             return cache, 0, False
         if fresh:
             evaluation = Evaluation(position, cache.logp)
@@ -451,6 +453,9 @@ class SurrogateHMC(NUTS):
                 f"Bad initial energy: the model's logp is {logp} at the current point. "
                 "Check the initial values with model.debug() or model.point_logps()."
             )
+        extras = self.exact_model.extra_values()
+        if not uses_force:  # the proposal evaluates the surrogate itself
+            return CachedPoint(position.copy(), logp, extras), n_evals, not evaluation.exact
         surrogate_potential = surrogate_potential_or_target(
             self.surrogate.potential, position, logp
         )
@@ -458,7 +463,7 @@ class SurrogateHMC(NUTS):
         point = CachedPoint(
             position.copy(),
             logp,
-            self.exact_model.extra_values(),
+            extras,
             surrogate_potential,
             force,
             force_field.last_exact,
@@ -541,7 +546,7 @@ class SurrogateHMC(NUTS):
             "energy_error": result.energy_change if np.isfinite(result.energy_change) else np.nan,
             "n_steps": result.n_steps,
             "tree_depth": result.tree_depth,
-            "reached_max_treedepth": result.tree_depth >= self.max_treedepth,
+            "reached_max_treedepth": result.reached_max_depth and not self.tune,
             "index_in_trajectory": result.index_in_trajectory,
             "step_size": result.step_size,
             "step_size_bar": float(self.step_adapt.current(False)),
@@ -731,7 +736,7 @@ class SurrogateHMC(NUTS):
         if self._cache is not None:  # keep the exact logp, drop the old surrogate's values
             self._cache = self._cache.without_surrogate_values()
         self.trajectory_choice = choice
-        self._proposal = self.dynamics.proposal(best, self.max_steps, self.max_treedepth)
+        self._proposal = self.dynamics.proposal(best, self.max_steps, self.max_treedepth, self.Emax)
         self._force_bound = force_bound(positions, gradients)
         self._step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
         # Dual averaging explores around ten times its initial step; start it at a tenth so it

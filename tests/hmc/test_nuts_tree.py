@@ -87,7 +87,7 @@ def test_the_tree_reports_its_work_and_moves_far():
         distances.append(np.linalg.norm((tree.sample.position - q) / SDS))
         assert tree.n_steps <= 2**tree.depth - 1
         assert 0 < tree.mean_accept <= 1
-        assert not tree.divergent
+        assert not tree.divergent and not tree.reached_max_depth
         assert (tree.index == 0) == np.array_equal(tree.sample.position, q)
     assert 2 <= np.mean(depths) <= 5
     assert np.mean(distances) > 1.0  # biased progressive sampling favours far states
@@ -114,7 +114,7 @@ def test_the_depth_limit_holds():
     target = gaussian(np.zeros(3), np.ones(3))
     q = np.zeros(3) + 0.1
     tree = surrogate_nuts(q, *target(q), target, DiagonalMetric(np.ones(3)), 1e-3, rng, max_depth=4)
-    assert tree.depth == 4 and tree.n_steps == 2**4 - 1
+    assert tree.depth == 4 and tree.n_steps == 2**4 - 1 and tree.reached_max_depth
 
 
 def _move(start_potential, end_potential, index=None):
