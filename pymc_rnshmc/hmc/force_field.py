@@ -121,7 +121,8 @@ class ForceField:
 
     def __call__(self, position: np.ndarray) -> np.ndarray:
         gradient = self.surrogate_gradient(position)
-        if self._usable(gradient):
+        self.last_exact = not self._usable(gradient)
+        if not self.last_exact:
             return gradient
         self._count_exact_point()
         return self.exact_gradient(position)
@@ -135,16 +136,15 @@ class ForceField:
         needs (a tree cannot propose a state its own density gives no weight).
         """
         potential, gradient = self.potential_and_gradient(position)
-        if math.isfinite(potential) and self._usable(gradient):
+        self.last_exact = not (math.isfinite(potential) and self._usable(gradient))
+        if not self.last_exact:
             return potential, gradient
         self._count_exact_point()
         return self.exact_potential_and_gradient(position)
 
     def _usable(self, gradient: np.ndarray) -> bool:
         with np.errstate(invalid="ignore"):
-            usable = bool((np.abs(gradient) <= self.bound).all())  # False for NaN as well
-        self.last_exact = not usable
-        return usable
+            return bool((np.abs(gradient) <= self.bound).all())  # False for NaN as well
 
     def _count_exact_point(self) -> None:
         """Count an exact evaluation; stop a trajectory that needs more than its share."""

@@ -125,6 +125,18 @@ class _Tree(NamedTuple):
     highest_energy: float
 
 
+class _Merged(NamedTuple):
+    """The union of two adjacent subtrees, and the checks' verdicts on it.
+
+    ``tree`` is ``None`` if its energies spread too far (``divergent``); ``turned`` is the
+    no-U-turn criterion's verdict on the union.
+    """
+
+    tree: _Tree | None
+    divergent: bool
+    turned: bool
+
+
 class _Built(NamedTuple):
     """A subtree built in one direction: ``tree`` is ``None`` if it U-turned or diverged."""
 
@@ -207,26 +219,20 @@ class _Builder:
         accept_sum = first.accept_sum + second.accept_sum
         if second.tree is None:
             return _Built(None, n_steps, accept_sum, second.divergent)
-        merged, divergent = self.merge(first.tree, second.tree, direction, biased=False)
-        if merged is not None and _turned(
-            merged, *_in_time_order(first.tree, second.tree, direction)
-        ):
-            merged = None
-        return _Built(merged, n_steps, accept_sum, divergent)
+        merged = self.merge(first.tree, second.tree, direction, biased=False)
+        tree = None if merged.turned else merged.tree  # a subtree that U-turns is dropped
+        return _Built(tree, n_steps, accept_sum, merged.divergent)
 
-    def merge(
-        self, old: _Tree, new: _Tree, direction: int, biased: bool
-    ) -> tuple[_Tree | None, bool]:
+    def merge(self, old: _Tree, new: _Tree, direction: int, biased: bool) -> _Merged:
         """The union of adjacent subtrees (``new`` beyond ``old`` in ``direction``).
 
         The sample is ``new``'s with probability ``W_new / (W_old + W_new)`` (a multinomial
         draw over the union), or ``min(1, W_new / W_old)`` if ``biased`` (the top level).
-        ``(None, True)`` if the union's energies spread too far.
         """
         lowest = min(old.lowest_energy, new.lowest_energy)
         highest = max(old.highest_energy, new.highest_energy)
         if highest - lowest > self.spread:
-            return None, True
+            return _Merged(None, True, False)
         earlier, later = _in_time_order(old, new, direction)
         log_weight = _log_add_exp(old.log_weight, new.log_weight)
         odds = new.log_weight - (old.log_weight if biased else log_weight)
@@ -245,7 +251,7 @@ class _Builder:
             lowest,
             highest,
         )
-        return merged, False
+        return _Merged(merged, False, _turned(merged, earlier, later))
 
 
 def _in_time_order(old: _Tree, new: _Tree, direction: int) -> tuple[_Tree, _Tree]:
@@ -310,12 +316,12 @@ def surrogate_nuts(
         if built.tree is None:
             divergent = built.divergent
             break
-        merged, divergent = builder.merge(tree, built.tree, direction, biased=True)
-        if merged is None:
+        merged = builder.merge(tree, built.tree, direction, biased=True)
+        divergent = merged.divergent
+        if merged.tree is None:
             break
-        turned = _turned(merged, *_in_time_order(tree, built.tree, direction))
-        tree = merged
-        if turned:
+        tree = merged.tree  # a U-turn of the whole tree keeps it, and ends the doubling
+        if merged.turned:
             break
     else:
         depth, reached_max_depth = max_depth, True
