@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
 
 from pymc_rnshmc.workloads import banana_data
 
@@ -15,25 +19,64 @@ CORRELATED_MEAN = np.array([1.0, -1.0])
 CORRELATED_COVARIANCE = np.array([[1.0, 0.9 * 0.5], [0.9 * 0.5, 0.25]])
 
 
-def independent_normal() -> pm.Model:
-    """``x ~ N(NORMAL_MEAN, NORMAL_SD)``, three coordinates."""
+class WithoutGradient(Op):
+    """The identity on a tensor, with no gradient: makes any model a black box to PyTensor.
+
+    ``pytensor.gradient.grad`` through it raises, as through a simulator wrapped in an ``Op``.
+    """
+
+    __props__ = ()
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = np.array(inputs[0], copy=True)
+
+
+def black_box(x):
+    """``x`` through :class:`WithoutGradient` (PyTensor 3's Numba object-mode notice silenced)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return WithoutGradient()(x)
+
+
+def independent_normal(gradient: bool = True) -> pm.Model:
+    """``x ~ N(NORMAL_MEAN, NORMAL_SD)``, three coordinates; ``gradient=False``: as a black box."""
     with pm.Model() as model:
-        pm.Normal("x", NORMAL_MEAN, NORMAL_SD, shape=3)
+        if gradient:
+            pm.Normal("x", NORMAL_MEAN, NORMAL_SD, shape=3)
+        else:
+            x = pm.Flat("x", shape=3)
+            density = pm.Normal.dist(NORMAL_MEAN, NORMAL_SD, shape=3)
+            pm.Potential("likelihood", pm.logp(density, black_box(x)).sum())
     return model
 
 
-def correlated_normal() -> pm.Model:
-    """Two-dimensional normal with correlation 0.9 and unequal scales."""
+def correlated_normal(gradient: bool = True) -> pm.Model:
+    """Two-dimensional normal with correlation 0.9 and unequal scales (or as a black box)."""
     with pm.Model() as model:
-        pm.MvNormal("x", CORRELATED_MEAN, CORRELATED_COVARIANCE)
+        if gradient:
+            pm.MvNormal("x", CORRELATED_MEAN, CORRELATED_COVARIANCE)
+        else:
+            x = pm.Flat("x", shape=2)
+            density = pm.MvNormal.dist(CORRELATED_MEAN, CORRELATED_COVARIANCE)
+            pm.Potential("likelihood", pm.logp(density, black_box(x)))
     return model
 
 
-def beta_binomial() -> pm.Model:
-    """``p ~ Beta(2, 3)``, 7 successes in 20 trials: posterior ``Beta(9, 16)`` (logit space)."""
+def beta_binomial(gradient: bool = True) -> pm.Model:
+    """``p ~ Beta(2, 3)``, 7 successes in 20 trials: posterior ``Beta(9, 16)`` (logit space).
+
+    ``gradient=False``: the likelihood of a black box of ``p``.
+    """
     with pm.Model() as model:
         p = pm.Beta("p", 2.0, 3.0)
-        pm.Binomial("y", n=20, p=p, observed=7)
+        if gradient:
+            pm.Binomial("y", n=20, p=p, observed=7)
+        else:
+            pm.Potential("likelihood", pm.logp(pm.Binomial.dist(n=20, p=black_box(p)), 7))
     return model
 
 

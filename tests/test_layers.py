@@ -3,6 +3,7 @@
 - ``exceptions`` and ``_checks`` are leaves;
 - ``surrogates/`` (numpy) may use the leaves;
 - ``hmc/`` (numpy) may use the leaves and the surrogates' whitening and quadratic;
+- ``exploration/`` (numpy, the gradient-free explorer) may use the leaves;
 - ``step_methods/`` is the PyMC adapter on top;
 - ``workloads/`` (the papers' models) is for examples, notebooks and benchmarks: nothing else in
   the package imports it.
@@ -25,12 +26,18 @@ ALLOWED = {
     "_checks": set(),
     "surrogates": LEAVES | {"pymc_rnshmc.surrogates"},
     "hmc": LEAVES | {"pymc_rnshmc.hmc", "pymc_rnshmc.surrogates"},
+    "exploration": LEAVES | {"pymc_rnshmc.exploration"},
     "step_methods": LEAVES
-    | {"pymc_rnshmc.hmc", "pymc_rnshmc.surrogates", "pymc_rnshmc.step_methods"},
+    | {
+        "pymc_rnshmc.hmc",
+        "pymc_rnshmc.exploration",
+        "pymc_rnshmc.surrogates",
+        "pymc_rnshmc.step_methods",
+    },
     "workloads": None,  # anything
     "__init__": {"pymc_rnshmc.step_methods", "pymc_rnshmc.surrogates", "pymc_rnshmc.exceptions"},
 }
-NUMPY_ONLY = {"exceptions", "_checks", "surrogates", "hmc"}
+NUMPY_ONLY = {"exceptions", "_checks", "surrogates", "hmc", "exploration"}
 FORBIDDEN_IN_NUMPY_LAYERS = ("pymc", "pytensor")
 
 

@@ -94,7 +94,10 @@ class ExactMetropolis:
         """The target the test uses at ``position``: the exact model's, from ``evaluate``."""
         return evaluate(position)
 
-    failure = "The surrogate gradient or the trajectory became non-finite."
+    failure = (
+        "The surrogate trajectory diverged: its gradient or position became non-finite, or its "
+        "own energy changed by more than Emax."
+    )
     """Why a failed move is rejected."""
     quantity = "Energy change"
     """What ``energy_change`` measures, for the divergence message."""

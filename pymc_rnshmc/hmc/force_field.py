@@ -14,6 +14,9 @@ with a surrogate that fails beyond 2.5 sd) rejected so many trajectories near th
 region that the chain stuck there, mixing worse *and* paying more exact gradients. The count runs
 over all the trajectory's points, both ends included, and so is the same for the reversed
 trajectory: rejecting on it keeps the kernel reversible.
+
+A model without gradients has no exact force to fall back on: a trajectory that meets a single
+point where the surrogate's force is unusable is rejected, by the same argument.
 """
 
 from __future__ import annotations
@@ -68,8 +71,9 @@ class ForceField:
     ----------
     surrogate_gradient : callable
         ``q -> grad U~(q)`` at one point.
-    exact_gradient : callable
-        ``q -> grad U(q)`` at one point (an exact model evaluation).
+    exact_gradient : callable or None
+        ``q -> grad U(q)`` at one point (an exact model evaluation); ``None`` for a model without
+        gradients, where a point with an unusable surrogate force stops the trajectory.
     bound : ndarray
         Largest plausible magnitude of each component (see :func:`force_bound`).
     exact_share : float, optional
@@ -79,8 +83,8 @@ class ForceField:
         Points always allowed on the exact force, whatever the share.
     potential_and_gradient, exact_potential_and_gradient : callable, optional
         ``q -> (U~(q), grad U~(q))`` of the same surrogate and ``q -> (U(q), grad U(q))`` of
-        the exact model, for proposals that weigh their states by the potential
-        (:meth:`potential_and_force`, a NUTS tree).
+        the exact model (``None`` without gradients), for proposals that weigh their states by
+        the potential (:meth:`potential_and_force`, a NUTS tree).
 
     Attributes
     ----------
@@ -93,7 +97,7 @@ class ForceField:
     def __init__(
         self,
         surrogate_gradient: Callable[[np.ndarray], np.ndarray],
-        exact_gradient: Callable[[np.ndarray], np.ndarray],
+        exact_gradient: Callable[[np.ndarray], np.ndarray] | None,
         bound: np.ndarray,
         exact_share: float | None = None,
         exact_floor: int = EXACT_FORCE_FLOOR,
@@ -147,7 +151,12 @@ class ForceField:
             return bool((np.abs(gradient) <= self.bound).all())  # False for NaN as well
 
     def _count_exact_point(self) -> None:
-        """Count an exact evaluation; stop a trajectory that needs more than its share."""
+        """Count an exact evaluation; stop a trajectory that needs more than its share.
+
+        Without an exact gradient any unusable point stops it.
+        """
+        if self.exact_gradient is None:
+            raise LeftTrustRegion
         self._in_trajectory += 1
         if self._limit is not None and self._in_trajectory > self._limit:
             raise LeftTrustRegion

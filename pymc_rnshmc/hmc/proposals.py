@@ -134,6 +134,8 @@ class LeapfrogProposal:
         start_kinetic = metric.energy(momentum)
         n_steps = jittered_n_steps(rng, self.path_length, step_size, self.max_steps)
         force_field.start_trajectory(n_steps + 1, start_exact)
+        if not np.all(np.isfinite(force)):  # no usable force at the start (no exact gradient)
+            return Move(position, force, start_kinetic, np.inf, n_steps, False, True, start_exact)
         try:
             with np.errstate(over="ignore", invalid="ignore"):
                 trajectory = leapfrog(

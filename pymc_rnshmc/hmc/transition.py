@@ -7,6 +7,7 @@ bookkeeping (the cached point, step-size adaptation, statistics).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -104,6 +105,7 @@ def surrogate_transition(
     cast: Callable[[np.ndarray], np.ndarray],
     extras: tuple,
     diagnose: bool,
+    max_surrogate_energy_change: float = math.inf,
 ) -> DrawResult:
     """Propose from a complete ``start`` with the surrogate's dynamics; correct with the target.
 
@@ -111,7 +113,9 @@ def surrogate_transition(
     ``evaluate`` is the target at the proposal, ``cast`` puts a position in the dtype the chain
     holds, ``extras`` tags the new point's ``logp``. With ``diagnose`` the surrogate potential is
     also compared with the target (``surrogate_error``, the integrator's acceptance); otherwise
-    those are NaN and 0 and no surrogate potential is evaluated.
+    those are NaN and 0. A finite ``max_surrogate_energy_change`` rejects a leapfrog trajectory
+    whose own Hamiltonian ``U~ + K`` changed by more, without evaluating the target at its end
+    (see :func:`_surrogate_diverged`); that costs one surrogate potential a draw.
     """
     move = proposal.propose(
         start.position, start.force, force_field, step_size, rng, start.exact_force
@@ -119,10 +123,15 @@ def surrogate_transition(
     # judge and cache the proposal as the chain will hold it (a float32 model otherwise missed
     # its cache at the next draw)
     move = move._replace(position=cast(move.position))
+    end_surrogate = None  # U~ at the end: not evaluated unless needed
+    if _is_plain_trajectory(move) and (diagnose or math.isfinite(max_surrogate_energy_change)):
+        end_surrogate = float(surrogate_potential(move.position))
+        if _surrogate_diverged(start, move, end_surrogate, max_surrogate_energy_change):
+            move = move._replace(failed=True)
     decision = correction.decide(start.logp, move, evaluate, rng)
     end = decision.end
     end_surrogate, integrator_accept, surrogate_error = _agreement(
-        start, move, decision, surrogate_potential, diagnose
+        start, move, decision, surrogate_potential, end_surrogate, diagnose
     )
     if decision.accepted:
         point = CachedPoint(
@@ -157,24 +166,52 @@ def surrogate_transition(
     )
 
 
+def _is_plain_trajectory(move: Move) -> bool:
+    """A leapfrog trajectory that ended normally (not a tree, not already rejected)."""
+    return not (
+        move.failed or move.left_trust_region or move.stayed or np.isfinite(move.surrogate_accept)
+    )
+
+
+def _surrogate_diverged(start: CachedPoint, move: Move, end_surrogate: float, limit: float) -> bool:
+    """Whether the trajectory's own Hamiltonian ``U~ + K`` changed by more than ``limit``.
+
+    Such a trajectory has flown off: on the pharmacokinetic ODE without gradients, a values-only
+    surrogate sent one to ``log sigma = 95``, where a single exact solve ran for minutes.
+    Rejecting it without evaluating the model is a symmetric rule (the reversed trajectory's
+    change is the negative), so the kernel stays reversible. Not applied where the surrogate
+    potential is not defined (outside a grid's box) or not known at the start.
+    """
+    start_surrogate = start.surrogate_potential
+    if not (math.isfinite(start_surrogate) and math.isfinite(end_surrogate)):
+        return False
+    change = end_surrogate + move.end_kinetic - start_surrogate - move.start_kinetic
+    return not abs(change) <= limit
+
+
 def _agreement(
     start: CachedPoint,
     move: Move,
     decision: Decision,
     surrogate_potential: Callable[[np.ndarray], float],
+    end_surrogate: float | None,
     diagnose: bool,
 ) -> tuple[float, float, float]:
     """How the surrogate saw the move.
 
-    Returns the surrogate potential at the end, the integrator's acceptance on the surrogate's
-    own Hamiltonian, and how much the surrogate misjudged the potential change.
+    ``end_surrogate`` is ``U~`` at the end if it was evaluated already (``None``: not yet).
+    Returns the surrogate potential at the end (the target's where ``U~`` is not defined; NaN
+    if not evaluated), the integrator's acceptance on the surrogate's own Hamiltonian, and how
+    much the surrogate misjudged the potential change.
     """
     if move.failed or move.left_trust_region:
         return np.nan, 0.0, np.nan
     if np.isfinite(move.surrogate_accept):
         return _tree_agreement(start, move, decision)
     if not diagnose:
-        return np.nan, np.nan, np.nan
+        if end_surrogate is None or decision.end is None:
+            return np.nan, np.nan, np.nan
+        return _or_target(end_surrogate, decision.end.logp), np.nan, np.nan
     end_logp = decision.end.logp
     start_surrogate = start.surrogate_potential
     if np.isnan(start_surrogate):  # left unknown by a draw without the diagnostic
@@ -183,7 +220,9 @@ def _agreement(
         )
     integrator_accept, surrogate_error = 0.0, np.nan
     with np.errstate(over="ignore", invalid="ignore"):
-        end_surrogate = surrogate_potential_or_target(surrogate_potential, move.position, end_logp)
+        if end_surrogate is None:
+            end_surrogate = float(surrogate_potential(move.position))
+        end_surrogate = _or_target(end_surrogate, end_logp)
         start_energy = move.start_kinetic - start.logp
         surrogate_change = (
             end_surrogate - start_surrogate + move.end_kinetic - (start_energy + start.logp)
@@ -193,6 +232,14 @@ def _agreement(
     if decision.divergence is None:
         surrogate_error = (start.logp - end_logp) - (end_surrogate - start_surrogate)
     return end_surrogate, integrator_accept, surrogate_error
+
+
+def _or_target(surrogate_potential: float, target_logp: float) -> float:
+    """``U~``, or ``-target_logp`` where the surrogate is not defined.
+
+    :func:`surrogate_potential_or_target` for a value already evaluated.
+    """
+    return surrogate_potential if np.isfinite(surrogate_potential) else -float(target_logp)
 
 
 def _tree_divergence(move: Move) -> str | None:

@@ -190,7 +190,7 @@ class ARNSHMC(SurrogateHMC):
             self._update_surrogate()
 
     def _evaluate_end(self, position: np.ndarray) -> Evaluation:
-        if self.tune and self.tuning_gradients:
+        if self.tune and self.tuning_gradients and not self.gradient_free:
             return self._evaluate_with_gradient(position)
         return self._evaluate_logp(position)
 

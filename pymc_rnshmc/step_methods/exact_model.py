@@ -4,16 +4,31 @@ The only module that touches PyMC's compiled functions. Everything else asks thi
 ``logp``, ``(U, grad U)`` or ``U`` at many rows. It compiles a logp-only function once (the end
 point of a surrogate draw needs no gradient), reuses the step's joint logp-and-gradient function for
 the rest, casts every position to the model's dtype, and turns a model that fails at a point (raises
-a numerical error, returns NaN) into ``logp = -inf``.
+a numerical error, returns NaN) into ``logp = -inf``. A model whose logp has no gradient (an ``Op``
+without one, such as a wrapped simulator) gets a logp-only object: :func:`has_gradient` tells.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytensor.gradient
 
 from pymc_rnshmc.exceptions import MODEL_ERRORS
 
-__all__ = ["ExactModel"]
+__all__ = ["ExactModel", "has_gradient"]
+
+
+def has_gradient(model, vars) -> bool:
+    """Whether PyTensor can differentiate the model's logp with respect to ``vars``.
+
+    The test PyMC applies when it assigns step methods: building the gradient graph raises
+    ``NotImplementedError`` or ``NullTypeGradError`` when an ``Op`` on the way has no gradient.
+    """
+    try:
+        pytensor.gradient.grad(model.logp(), list(vars), disconnected_inputs="ignore")
+    except (NotImplementedError, pytensor.gradient.NullTypeGradError):
+        return False
+    return True
 
 
 class ExactModel:
@@ -34,17 +49,27 @@ class ExactModel:
         Floating-point type of the raveled vector; default ``pytensor.config.floatX``.
     logp_dlogp_function : pymc ValueGradFunction, optional
         The step's joint function (PyMC sets its extra variables); compiled here if not given.
+    gradient : bool
+        Whether the model's logp has a gradient; without, only :meth:`logp` and
+        :meth:`potentials` work, and the joint function is never compiled.
     """
 
     def __init__(
-        self, model, vars, initial_point=None, dtype: str | None = None, logp_dlogp_function=None
+        self,
+        model,
+        vars,
+        initial_point=None,
+        dtype: str | None = None,
+        logp_dlogp_function=None,
+        gradient: bool = True,
     ) -> None:
         if initial_point is None:
             initial_point = model.initial_point()
         options = {"dtype": dtype, "ravel_inputs": True, "initial_point": initial_point}
         logp_function = model.logp_dlogp_function(vars, compute_grads=False, **options)
-        if logp_dlogp_function is None:
+        if logp_dlogp_function is None and gradient:
             logp_dlogp_function = model.logp_dlogp_function(vars, **options)
+        self.has_gradient = bool(gradient)
         self._logp = logp_function._pytensor_function
         # The wrapper's trust_input is not forwarded; set it on the compiled function so a call
         # skips input validation (inputs are always contiguous vectors of the right dtype).
@@ -84,7 +109,15 @@ class ExactModel:
         return logp if not np.isnan(logp) else -np.inf
 
     def potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
-        """Exact ``U = -logp`` and ``grad U`` in one call (``inf`` and NaN where it fails)."""
+        """Exact ``U = -logp`` and ``grad U`` in one call (``inf`` and NaN where it fails).
+
+        Raises
+        ------
+        NotImplementedError
+            The model has no gradient.
+        """
+        if not self.has_gradient:
+            raise NotImplementedError("The model's logp has no gradient.")
         try:
             logp, logp_gradient = self._joint._pytensor_function(self.cast(position))
         except MODEL_ERRORS:

@@ -8,7 +8,7 @@ step, as plain data: one :class:`ExplorationSchedule` per sampler.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
@@ -20,6 +20,14 @@ __all__ = [
     "ExplorationSchedule",
     "Phase",
 ]
+
+
+VALUES_ONLY_SHORTEST = 200
+"""Without gradients, the exploration takes at least this many random-walk draws ..."""
+VALUES_ONLY_PER_DIMENSION = 25.0
+"""... and this many per dimension ..."""
+VALUES_ONLY_POINTS_PER_DIMENSION = 10
+"""... and the first fit needs this many points per dimension."""
 
 
 class Phase(StrEnum):
@@ -100,6 +108,19 @@ class ExplorationSchedule:
     refit_improvement: float = 0.9
     refit_adaptation: int = 100
     simulated_draws: int = 100
+
+    def without_gradients(self) -> ExplorationSchedule:
+        """The schedule for a model without gradients: longer exploration, more points.
+
+        A random walk explores (one new point a draw, moving about ``1 / sqrt(d)`` of a
+        posterior sd) and each point carries its value alone, not ``d + 1`` numbers.
+        """
+        return replace(
+            self,
+            shortest=max(self.shortest, VALUES_ONLY_SHORTEST),
+            per_dimension=max(self.per_dimension, VALUES_ONLY_PER_DIMENSION),
+            points_per_dimension=max(self.points_per_dimension, VALUES_ONLY_POINTS_PER_DIMENSION),
+        )
 
     def exploration_length(self, tune: int | None, dim: int) -> int:
         """Exact draws before the first fit, for ``tune`` tuning draws (``None``: unknown)."""

@@ -150,12 +150,23 @@ class SparseGridHMC(SurrogateHMC):
             grid, self.exact_model.size, level, cells_per_dimension, self.refine, max_points
         )
 
+    def _check_gradient_free(self, surrogate) -> None:
+        if self.grid == "full":
+            raise ValueError(
+                "SparseGridHMC(grid='full') needs the gradient of the model's logp (its force "
+                "map holds the exact gradient at each cell's centre), and this model has none: "
+                "an Op in its logp defines no gradient. Use grid='sparse' or RNSHMC, which "
+                "sample models without gradients."
+            )
+
     def _new_surrogate(self) -> BoxSurrogate:
         options = {
             "mass": self.mass,
             "domain": self.domain,
             "exact_potential": self.exact_model.potentials,
-            "exact_potential_and_gradient": self.exact_model.potential_and_gradient,
+            "exact_potential_and_gradient": (
+                None if self.gradient_free else self.exact_model.potential_and_gradient
+            ),
         }
         if self.grid == "full":
             return ForceMapSurrogate(self.cells_per_dimension, **options)

@@ -13,6 +13,12 @@ A chain's lifecycle, one short method each:
    enough (:meth:`SurrogateHMC._refit`), while that still improves the fit; the surrogate is
    frozen when tuning ends, so the kept draws are an ordinary Markov chain.
 
+A model whose logp has no gradient is explored by an adaptive random-walk Metropolis instead of
+NUTS (:meth:`SurrogateHMC._random_walk_draw`), every evaluated point is recorded with its value
+alone, the surrogate is fitted to values, and the surrogate's own gradients stand in for the exact
+ones where the dynamics are chosen; a trajectory that meets a point where the surrogate's force is
+unusable is rejected, as there is no exact force to use there.
+
 The hot path of a draw after tuning: ``step`` -> ``astep`` -> ``_surrogate_draw`` ->
 :func:`~pymc_rnshmc.hmc.transition.surrogate_transition`: the cached
 :class:`~pymc_rnshmc.hmc.transition.CachedPoint` -> ``proposal.propose`` (leapfrog on the
@@ -50,11 +56,13 @@ from pymc.vartypes import continuous_types
 
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
 from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateFitError, SurrogateWarning
+from pymc_rnshmc.exploration.adaptive_metropolis import AdaptiveMetropolis, RandomWalkStep
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation
 from pymc_rnshmc.hmc.force_field import (
     EXACT_FORCE_FLOOR,
     EXACT_FORCE_SHARE,
     ForceField,
+    LeftTrustRegion,
     force_bound,
 )
 from pymc_rnshmc.hmc.metrics import DenseMetric
@@ -68,7 +76,7 @@ from pymc_rnshmc.hmc.transition import (
 )
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.dynamics import get_dynamics
-from pymc_rnshmc.step_methods.exact_model import ExactModel
+from pymc_rnshmc.step_methods.exact_model import ExactModel, has_gradient
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
     nuts_stats_to_surrogate_stats,
@@ -82,8 +90,10 @@ from pymc_rnshmc.surrogates.base import (
     approximate_covariance,
     fit_summary,
     for_simulation,
+    held_out_error,
     potential_and_gradient,
 )
+from pymc_rnshmc.surrogates.laplace import laplace_start
 from pymc_rnshmc.surrogates.training import TrainingBuffer
 
 __all__ = ["SurrogateHMC", "SurrogateHMCState"]
@@ -121,6 +131,7 @@ class SurrogateHMCState(NUTSState):
     _recent_accept: list
     _next_refit: int | None
     _fit_error: float
+    _explorer: Any
 
 
 class SurrogateHMC(NUTS):
@@ -216,13 +227,63 @@ class SurrogateHMC(NUTS):
             kwargs.get(name, defaults[name].default) for name in _DUAL_AVERAGING
         )
         vars = continuous_value_vars(vars, model, type(self).__name__)
+        gradient = has_gradient(model, vars)
+        if not gradient:
+            self._check_gradient_free(surrogate)
+            kwargs["logp_dlogp_func"] = self._logp_only_function(model, vars, kwargs)
         super().__init__(vars, model=model, target_accept=target_accept, **kwargs)
         self.exact_model = ExactModel(
-            model, self.vars, kwargs.get("initial_point"), self.dtype, self._logp_dlogp_func
+            model,
+            self.vars,
+            kwargs.get("initial_point"),
+            self.dtype,
+            self._logp_dlogp_func if gradient else None,
+            gradient=gradient,
         )
+        if not gradient:
+            self.schedule = schedule.without_gradients()
+            _log.info(
+                "%s: the model's logp has no gradient, so it explores with adaptive random-walk "
+                "Metropolis and fits its surrogate to log-density values; after tuning a draw "
+                "still costs one logp.",
+                type(self).__name__,
+            )
         self._tune_steps = None
         self._exploration_step_adapt = copy.deepcopy(self.step_adapt)
         self._start_chain()
+
+    def _check_gradient_free(self, surrogate) -> None:
+        """Raise if this configuration cannot sample a model without gradients."""
+
+    @staticmethod
+    def _logp_only_function(model, vars, kwargs: dict):
+        """PyMC's logp function without the gradient, for a model that has none.
+
+        The NUTS base class needs a compiled function; a gradient-free chain never asks it for
+        a gradient.
+        """
+        function = model.logp_dlogp_function(
+            vars,
+            compute_grads=False,
+            dtype=kwargs.get("dtype"),
+            ravel_inputs=True,
+            initial_point=kwargs.get("initial_point"),
+            **(kwargs.pop("compile_kwargs", None) or {}),
+        )
+        function.trust_input = True
+        return function
+
+    @property
+    def gradient_free(self) -> bool:
+        """Whether the model's logp has no gradient (explored by a random walk; values only)."""
+        return not self.exact_model.has_gradient
+
+    @property
+    def _exact_sampler(self) -> str:
+        """What samples when the surrogate does not, for messages."""
+        if self.gradient_free:
+            return "the exact random-walk Metropolis (its adaptation fixed after tuning)"
+        return "exact NUTS"
 
     @property
     def dtype(self) -> str:
@@ -245,7 +306,7 @@ class SurrogateHMC(NUTS):
         self.trajectory_choice = None
         self.setup_seconds = 0.0
         self._proposal = None
-        self._record = TrainingBuffer(self.exact_model.size)
+        self._record = self._new_record()
         self._cache = None
         self._step_size_bounds = (0.0, np.inf)
         self._force_bound = None
@@ -255,6 +316,10 @@ class SurrogateHMC(NUTS):
         self._recent_accept = []
         self._next_refit = None
         self._fit_error = np.nan
+        self._explorer = AdaptiveMetropolis(self.exact_model.size) if self.gradient_free else None
+
+    def _new_record(self) -> TrainingBuffer:
+        return TrainingBuffer(self.exact_model.size, with_gradients=not self.gradient_free)
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:  # PyMC >= 6
         self._tune_steps = int(tune)
@@ -279,7 +344,9 @@ class SurrogateHMC(NUTS):
             self._fit(end_of_tuning=True)
         elif self.phase == Phase.SURROGATE:
             self._next_refit = None  # frozen: the kept draws share one kernel
-            self._record = TrainingBuffer(self.exact_model.size)  # only refits need it
+            self._record = self._new_record()  # only refits need it
+        if self._explorer is not None:
+            self._explorer.adapting = False  # a fixed random walk: an invariant kernel
         super().stop_tuning()
 
     def _exploration_length(self) -> int:
@@ -334,11 +401,80 @@ class SurrogateHMC(NUTS):
 
     def _exact_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         """An exact NUTS draw (exploration, or no usable surrogate)."""
+        if self.gradient_free:
+            return self._random_walk_draw(q0)
         q_new, (stats,) = super().astep(q0)
         stats = nuts_stats_to_surrogate_stats(stats)
         extras = self.exact_model.extra_values()
         self._cache = CachedPoint(q_new.data.copy(), stats["model_logp"], extras)
         return q_new, [stats]
+
+    def _random_walk_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
+        """An exact random-walk Metropolis draw, for a model without gradients.
+
+        While exploring during tuning, the evaluated proposal is recorded, accepted or not.
+        """
+        start, n_evals, _ = self._current_logp(q0.data)
+        explorer = self._explorer
+        if self.tune and self.iter_count == 0:
+            start, n_start = self._laplace_start(start)
+            n_evals += n_start
+        step = explorer.step(start.position, start.logp, self.exact_model.logp, self.rng)
+        if self.tune and self.phase == Phase.EXPLORATION and np.isfinite(step.proposal_logp):
+            self._record.append(step.proposal, -step.proposal_logp)
+        position = self.exact_model.cast(step.position)
+        extras = self.exact_model.extra_values()
+        self._cache = CachedPoint(position.copy(), step.logp, extras)
+        self.iter_count += 1
+        return RaveledVars(position, q0.point_map_info), [self._random_walk_stats(step, n_evals)]
+
+    def _laplace_start(self, start: CachedPoint) -> tuple[CachedPoint, int]:
+        """Move a gradient-free chain's first draw to the mode, with the curvature's covariance.
+
+        The search's evaluations are not training points: its line searches reach far into the
+        tails, where the values are huge and the chain never goes, and they pulled the
+        surrogate's fit and the trajectories' covariance estimate there (pharmacokinetic ODE:
+        path length 10 where the posterior needs about 2). The time counts as setup.
+        """
+        clock = time.perf_counter()
+        laplace = laplace_start(self.exact_model.logp, start.position, start.logp)
+        if laplace.covariance is not None:
+            try:
+                self._explorer.use_covariance(laplace.covariance)
+            except np.linalg.LinAlgError:
+                pass
+        position = self.exact_model.cast(laplace.position)
+        point = CachedPoint(position, laplace.logp, self.exact_model.extra_values())
+        self.setup_seconds += time.perf_counter() - clock
+        return point, laplace.n_evaluations
+
+    def _random_walk_stats(self, step: RandomWalkStep, n_start_evals: int) -> dict[str, Any]:
+        scale = self._explorer.scale
+        eigenvalues = np.linalg.eigvalsh(self._explorer.covariance()) * scale**2
+        return {
+            "accept": step.accept,
+            "accepted": step.accepted,
+            "diverging": False,
+            "divergences": self.divergences,
+            "energy": -step.logp,
+            "energy_error": step.logp - step.proposal_logp if step.accepted else 0.0,
+            "n_steps": 1,
+            "tree_depth": 0,
+            "reached_max_treedepth": False,
+            "index_in_trajectory": int(step.accepted),
+            "step_size": scale,
+            "step_size_bar": scale,
+            "model_logp": step.logp,
+            "n_logp_evals": 1 + n_start_evals,
+            "n_gradient_evals": 0,
+            "used_surrogate": False,
+            "surrogate_error": np.nan,
+            "surrogate_accept": np.nan,
+            "left_trust_region": False,
+            "smallest_eigval": float(eigenvalues[0]),
+            "largest_eigval": float(eigenvalues[-1]),
+            "warning": None,
+        }
 
     def _hamiltonian_step(self, start, p0, step_size):
         result = super()._hamiltonian_step(start, p0, step_size)
@@ -351,15 +487,18 @@ class SurrogateHMC(NUTS):
     def _surrogate_draw(self, position: np.ndarray) -> DrawResult:
         """Propose with the surrogate's dynamics from ``position``; correct with the target."""
         trusted_everywhere = Capabilities.of(self.surrogate).defined_everywhere
+        exact = not self.gradient_free
+        # without exact gradients, a surrogate defined in a domain moves by its extension
+        surrogate = self.surrogate if exact else for_simulation(self.surrogate)
         force_field = ForceField(
-            self.surrogate.gradient,
-            self._exact_gradient,
+            surrogate.gradient,
+            self._exact_gradient if exact else None,
             self._force_bound,
             EXACT_FORCE_SHARE if trusted_everywhere else None,
-            potential_and_gradient=potential_and_gradient(self.surrogate),
-            exact_potential_and_gradient=self.exact_model.potential_and_gradient,
+            potential_and_gradient=potential_and_gradient(surrogate),
+            exact_potential_and_gradient=self.exact_model.potential_and_gradient if exact else None,
         )
-        start, n_logp_evals, approximate = self._current_point(position, force_field)
+        start, n_logp_evals, approximate = self._current_point(position, force_field, surrogate)
         result = surrogate_transition(
             start,
             self._proposal,
@@ -368,10 +507,12 @@ class SurrogateHMC(NUTS):
             self._surrogate_step_size(),
             self.rng,
             evaluate=self._evaluate_end,
-            surrogate_potential=self.surrogate.potential,
+            surrogate_potential=surrogate.potential,
             cast=self.exact_model.cast,
             extras=self.exact_model.extra_values(),
             diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
+            # values-only surrogates can fly off where the model is absurdly slow to evaluate
+            max_surrogate_energy_change=self.Emax if self.gradient_free else np.inf,
         )
         result = result._replace(
             n_logp_evals=n_logp_evals + result.n_logp_evals,
@@ -412,41 +553,62 @@ class SurrogateHMC(NUTS):
             self._fall_back_to_exact(
                 f"{type(self).__name__}'s surrogate proposals were almost all rejected late in "
                 f"tuning (mean exact acceptance {mean_accept:.2f} over {COLLAPSE_WINDOW} draws), "
-                "too late to fit another. Sampling continues with exact NUTS. Increase `tune`."
+                f"too late to fit another. Sampling continues with {self._exact_sampler}. "
+                "Increase `tune`."
             )
             return
         self.phase = Phase.EXPLORATION
         self._postponed_until = restart
         _log.debug(
-            "%s resumes exact NUTS until draw %d: its surrogate's exact acceptance was %.2f.",
+            "%s resumes %s until draw %d: its surrogate's exact acceptance was %.2f.",
             type(self).__name__,
+            self._exact_sampler,
             self._postponed_until,
             mean_accept,
         )
 
     def _current_point(
-        self, position: np.ndarray, force_field: ForceField
+        self, position: np.ndarray, force_field: ForceField, surrogate
     ) -> tuple[CachedPoint, int, bool]:
         """The chain's point with everything the draw needs there.
 
         Also returns the exact evaluations spent (0 when the previous draw left them cached)
         and whether the target's ``logp`` came from an approximate test.
         """
+        uses_force = self.dynamics.uses_cached_force
+        start, n_evals, approximate = self._current_logp(position)
+        if not uses_force or start.force is not None:  # a tree evaluates the surrogate itself
+            return start, n_evals, approximate
+        surrogate_potential = surrogate_potential_or_target(
+            surrogate.potential, position, start.logp
+        )
+        try:
+            force, exact_force = np.asarray(force_field(position), dtype=float), False
+        except LeftTrustRegion:  # no usable force here and no exact one: the move is rejected
+            force, exact_force = np.full(position.shape, np.nan), True
+        exact_force = exact_force or force_field.last_exact
+        point = start._replace(
+            surrogate_potential=surrogate_potential, force=force, exact_force=exact_force
+        )
+        return point, n_evals, approximate
+
+    def _current_logp(self, position: np.ndarray) -> tuple[CachedPoint, int, bool]:
+        """The chain's point with its target ``logp``: cached if still valid, else evaluated.
+
+        Also returns the exact evaluations spent and whether the ``logp`` came from an
+        approximate test.
+        """
         cache = self._cache
-        fresh = (
+        if (
             cache is not None
             and np.array_equal(cache.position, position)
             and self.exact_model.extras_unchanged(cache.extras)
-        )
-        uses_force = self.dynamics.uses_cached_force
-        if fresh and (cache.force is not None or not uses_force):
+        ):
             return cache, 0, False
-        if fresh:
-            evaluation = Evaluation(position, cache.logp)
-            n_evals = 0
-        else:
+        if self.phase == Phase.SURROGATE:
             evaluation = self._correction().target(position, self._evaluate_logp)
-            n_evals = int(evaluation.exact)
+        else:
+            evaluation = self._evaluate_logp(position)
         logp = evaluation.logp
         if not np.isfinite(logp):
             raise SamplingError(
@@ -454,21 +616,8 @@ class SurrogateHMC(NUTS):
                 "Check the initial values with model.debug() or model.point_logps()."
             )
         extras = self.exact_model.extra_values()
-        if not uses_force:  # the proposal evaluates the surrogate itself
-            return CachedPoint(position.copy(), logp, extras), n_evals, not evaluation.exact
-        surrogate_potential = surrogate_potential_or_target(
-            self.surrogate.potential, position, logp
-        )
-        force = np.asarray(force_field(position), dtype=float)
-        point = CachedPoint(
-            position.copy(),
-            logp,
-            extras,
-            surrogate_potential,
-            force,
-            force_field.last_exact,
-        )
-        return point, n_evals, not evaluation.exact
+        point = CachedPoint(position.copy(), logp, extras)
+        return point, int(evaluation.exact), not evaluation.exact
 
     def _learn_from(self, result: DrawResult) -> None:
         """Record a plausible proposal with its exact gradient while learning during tuning.
@@ -482,6 +631,10 @@ class SurrogateHMC(NUTS):
         if self._next_refit is None or evaluation is None or result.divergence is not None:
             return
         if not result.energy_change < LEARNING_ENERGY_LIMIT:
+            return
+        if self.gradient_free:
+            if np.isfinite(evaluation.logp):
+                self._record.append(evaluation.position, -evaluation.logp)
             return
         gradient = evaluation.potential_gradient
         if gradient is not None and np.all(np.isfinite(gradient)):
@@ -596,6 +749,7 @@ class SurrogateHMC(NUTS):
         try:
             with single_blas_thread():
                 surrogate = self._fit_candidate(positions, potentials, gradients)
+                gradients = self._gradients_or_surrogates(surrogate, positions, gradients)
                 choice = self._choose_dynamics(surrogate, positions, gradients, refit=True)
         except FIT_ERRORS as err:
             self._next_refit = None
@@ -616,7 +770,7 @@ class SurrogateHMC(NUTS):
                 end_of_tuning,
                 f"{type(self).__name__} collected {positions.shape[0]} exact draws for its "
                 f"surrogate before {when}, but needs at least {needed} in {positions.shape[1]} "
-                "dimensions. Sampling continues with exact NUTS. Increase `tune` (or "
+                f"dimensions. Sampling continues with {self._exact_sampler}. Increase `tune` (or "
                 "`exploration_steps`).",
             )
             return
@@ -626,24 +780,25 @@ class SurrogateHMC(NUTS):
             self._postpone_or_fall_back(
                 end_of_tuning,
                 f"{type(self).__name__} could not fit its surrogate ({err}). Sampling continues "
-                "with exact NUTS, which is correct but gets no speed-up.",
+                f"with {self._exact_sampler}, which is correct but gets no speed-up.",
             )
             return
         if not self._ready_to_start(surrogate, end_of_tuning):
             return
         try:
+            gradients = self._gradients_or_surrogates(surrogate, positions, gradients)
             choice = self._choose_dynamics(surrogate, positions, gradients)
         except FIT_ERRORS as err:
             self._fall_back_to_exact(
                 f"{type(self).__name__} could not set up its surrogate dynamics ({err}). "
-                "Sampling continues with exact NUTS."
+                f"Sampling continues with {self._exact_sampler}."
             )
             return
         self._start_surrogate_phase(surrogate, choice, positions, gradients, end_of_tuning)
         self._after_fit()
 
-    def _training_window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Positions, potentials and gradients of the draws to train on."""
+    def _training_window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Positions, potentials and gradients (``None`` without) of the draws to train on."""
         n_explored = len(self._record)
         window = self.training_window or self.schedule.training_size(n_explored)
         first = max(0, n_explored - window)
@@ -662,6 +817,20 @@ class SurrogateHMC(NUTS):
             )
         return surrogate
 
+    @staticmethod
+    def _gradients_or_surrogates(surrogate, positions: np.ndarray, gradients: np.ndarray | None):
+        """The exact training gradients, or without them the surrogate's at the same points.
+
+        They choose the dense metric candidate and bound the plausible force.
+        """
+        if gradients is not None:
+            return gradients
+        estimates = rows(for_simulation(surrogate).gradient)(positions)
+        finite = np.all(np.isfinite(estimates), axis=1)
+        if not finite.any():
+            raise SurrogateFitError("the fitted surrogate's gradient is nowhere finite")
+        return np.where(finite[:, None], estimates, 0.0)
+
     def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
         """Whether to start with this fit.
 
@@ -670,7 +839,7 @@ class SurrogateHMC(NUTS):
         """
         if end_of_tuning or self.start_error is None:
             return True
-        error = getattr(getattr(surrogate, "report", None), "gradient_error", np.nan)
+        error = held_out_error(surrogate)
         if not error > self.start_error:
             return True
         return not self._postpone_start()
@@ -697,17 +866,24 @@ class SurrogateHMC(NUTS):
 
     def _choose_dynamics(self, surrogate, positions, gradients, refit=False) -> TrajectoryChoice:
         """Metric, step size and path length, by simulating surrogate chains (no exact calls)."""
+        covariances = [approximate_covariance(surrogate)]
+        if self.gradient_free:  # the random walk's covariance in place of NUTS's metric
+            covariances.append(self._explorer.chain_covariance())
+            explorer_variances = None
+        elif isinstance(self.potential, QuadPotentialDiag | QuadPotentialDiagAdapt):
+            explorer_variances = self.potential.velocity(np.ones(positions.shape[1]))
+        else:
+            explorer_variances = None
         extra_metrics = []
-        covariance = approximate_covariance(surrogate)
-        if covariance is not None:
+        for covariance in covariances:
             try:
-                extra_metrics.append(DenseMetric(covariance))
+                if covariance is not None:
+                    extra_metrics.append(DenseMetric(covariance))
             except np.linalg.LinAlgError:
                 pass
-        diagonal = isinstance(self.potential, QuadPotentialDiag | QuadPotentialDiagAdapt)
         return choose_trajectory(
             for_simulation(surrogate),
-            self.potential.velocity(np.ones(positions.shape[1])) if diagonal else None,
+            explorer_variances,
             positions,
             gradients,
             step_size=float(self.step_adapt.current(False)),
@@ -776,7 +952,7 @@ class SurrogateHMC(NUTS):
 
     def _plan_learning(self, surrogate, end_of_tuning: bool) -> None:
         """After a fit: when to refit next, or ``None`` once refits stop paying."""
-        error = getattr(getattr(surrogate, "report", None), "gradient_error", np.nan)
+        error = held_out_error(surrogate)
         draws_left = self._tuning_draws_left()
         learning = (
             self._learns_during_tuning()
@@ -803,7 +979,7 @@ class SurrogateHMC(NUTS):
 
     def _evaluate_end(self, position: np.ndarray) -> Evaluation:
         """The exact model at a proposal: ``logp``, and its gradient while learning."""
-        if self.tune and self._next_refit is not None:
+        if self.tune and self._next_refit is not None and not self.gradient_free:
             return self._evaluate_with_gradient(position)
         return self._evaluate_logp(position)
 
@@ -814,8 +990,8 @@ class SurrogateHMC(NUTS):
     # ----------------------------------------------------------------- PyMC protocol
     @staticmethod
     def competence(var, has_grad):
-        """Compatible with continuous variables that have gradients (never preferred)."""
-        if var.dtype in continuous_types and has_grad:
+        """Compatible with continuous variables, with or without gradients (never preferred)."""
+        if var.dtype in continuous_types:
             return Competence.COMPATIBLE
         return Competence.INCOMPATIBLE
 

@@ -13,6 +13,7 @@ __all__ = [
     "approximate_covariance",
     "fit_summary",
     "for_simulation",
+    "held_out_error",
     "potential_and_gradient",
 ]
 
@@ -97,6 +98,19 @@ def fit_summary(surrogate) -> str:
     """One phrase on the fit for the log (empty if the surrogate has no report)."""
     summary = getattr(getattr(surrogate, "report", None), "summary", None)
     return summary() if callable(summary) else ""
+
+
+def held_out_error(surrogate) -> float:
+    """The relative held-out error of the surrogate's fit (NaN if it reports none).
+
+    The gradient error for a fit to gradients, the potential error for a fit to values only
+    (``FitReport.held_out_error``).
+    """
+    report = getattr(surrogate, "report", None)
+    error = getattr(report, "held_out_error", None)
+    if error is None:
+        error = getattr(report, "gradient_error", np.nan)
+    return float(error)
 
 
 def potential_and_gradient(surrogate):

@@ -12,13 +12,23 @@ from pymc_rnshmc.workloads.papers import (
     logistic_regression_data,
     small_logistic_regression,
 )
+from pymc_rnshmc.workloads.pharmacokinetics import (
+    OneCompartmentConcentrations,
+    OneCompartmentData,
+    one_compartment_data,
+    one_compartment_model,
+)
 
 __all__ = [
     "WORKLOADS",
+    "OneCompartmentConcentrations",
+    "OneCompartmentData",
     "banana",
     "banana_data",
     "gaussian_process",
     "logistic_regression",
     "logistic_regression_data",
+    "one_compartment_data",
+    "one_compartment_model",
     "small_logistic_regression",
 ]

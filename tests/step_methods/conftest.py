@@ -29,6 +29,8 @@ class SamplerCase:
     options: dict[str, Any] = field(default_factory=dict)
     gradient_free_draws: bool = True
     """After tuning, no draw spends an exact gradient (a grid's box may be left: not so)."""
+    black_box: bool = False
+    """The protocol tests' model hides its gradient (explored by a random walk, values only)."""
 
     @property
     def nuts(self) -> bool:
@@ -41,12 +43,17 @@ class SamplerCase:
 
     @property
     def id(self) -> str:
-        return self.step_class.__name__ + ("-nuts" if self.nuts else "")
+        return (
+            self.step_class.__name__
+            + ("-nuts" if self.nuts else "")
+            + ("-black-box" if self.black_box else "")
+        )
 
 
 SAMPLERS = [
     SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS),
     SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS, options={"dynamics": "nuts"}),
+    SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS, black_box=True),
     SamplerCase(ARNSHMC, exploration=60, stats=ADAPTIVE_SURROGATE_HMC_STATS),
     SamplerCase(
         SparseGridHMC, exploration=100, stats=SPARSE_GRID_HMC_STATS, gradient_free_draws=False

@@ -248,7 +248,7 @@ def test_a_refresh_replaces_the_cached_start_gradient():
     step._update_surrogate()  # a_t = 1: refreshes
     assert step.surrogate is not before and step._cache.force is None
     force_field = ForceField(step.surrogate.gradient, step._exact_gradient, step._force_bound)
-    point, n_evals, _ = step._current_point(position, force_field)
+    point, n_evals, _ = step._current_point(position, force_field, step.surrogate)
     assert n_evals == 0  # the exact logp stays cached
     np.testing.assert_array_equal(point.force, step.surrogate.gradient(position))
 

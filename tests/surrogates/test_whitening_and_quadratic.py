@@ -72,3 +72,65 @@ def test_quadratic_fit_floors_negative_curvature():
     gradients = points @ np.diag([1.0, -1.0])  # a saddle
     fit = QuadraticPotential.fit(points, gradients, min_curvature=0.05)
     assert np.min(np.linalg.eigvalsh(fit.hessian)) >= 0.05 - 1e-12
+
+
+def random_quadratic(rng, dim):
+    root = rng.normal(size=(dim, dim)) / np.sqrt(dim)
+    return root @ root.T + 0.5 * np.eye(dim), rng.normal(size=dim)
+
+
+def quadratic_values(points, hessian, linear, constant=0.0):
+    return 0.5 * np.sum((points @ hessian) * points, axis=1) + points @ linear + constant
+
+
+def test_quadratic_fit_to_values_recovers_a_quadratic_exactly():
+    rng = np.random.default_rng(4)
+    hessian, linear = random_quadratic(rng, 4)
+    points = rng.normal(size=(60, 4))  # 15 + 4 + 1 = 20 features
+    fit = QuadraticPotential.fit_to_values(points, quadratic_values(points, hessian, linear, 7.0))
+    np.testing.assert_allclose(fit.hessian, hessian, atol=1e-6)
+    np.testing.assert_allclose(fit.linear, linear, atol=1e-6)
+    np.testing.assert_allclose(fit.hessian, fit.hessian.T)
+
+
+def test_quadratic_fit_to_values_floors_a_saddle_and_refits_the_linear_part():
+    rng = np.random.default_rng(5)
+    points = rng.normal(size=(80, 2))
+    hessian = np.diag([1.0, -1.0])  # a saddle
+    values = quadratic_values(points, hessian, np.array([0.5, -0.3]))
+    fit = QuadraticPotential.fit_to_values(points, values, min_curvature=0.05)
+    np.testing.assert_allclose(np.linalg.eigvalsh(fit.hessian), [0.05, 1.0], atol=1e-6)
+    # b is the least-squares linear part given the floored A: the residual is orthogonal to
+    # the linear features and the constant.
+    residual = values - fit.potential(points)
+    design = np.column_stack([points, np.ones(len(points))])
+    residual -= residual.mean()
+    np.testing.assert_allclose(design.T @ residual, 0.0, atol=1e-8 * np.abs(values).sum())
+
+
+def test_quadratic_fit_to_values_works_with_fewer_points_than_features():
+    rng = np.random.default_rng(6)
+    dim = 20  # 231 features
+    perturbation = 0.1 * rng.normal(size=(dim, dim))
+    hessian = np.eye(dim) + 0.5 * (perturbation + perturbation.T)
+    linear = 0.3 * rng.normal(size=dim)
+    points = rng.normal(size=(150, dim))
+    fit = QuadraticPotential.fit_to_values(points, quadratic_values(points, hessian, linear))
+    assert np.all(np.isfinite(fit.hessian))
+    assert np.min(np.linalg.eigvalsh(fit.hessian)) >= 1e-2 - 1e-12
+    # better than the identity it is shrunk towards, on points it has not seen
+    test = rng.normal(size=(500, dim))
+    exact = quadratic_values(test, hessian, linear)
+    identity_error = np.std(exact - 0.5 * np.sum(test**2, axis=1))
+    assert np.std(exact - fit.potential(test)) < 0.75 * identity_error
+
+
+def test_quadratic_fit_to_values_counts_repeated_positions_once():
+    rng = np.random.default_rng(7)
+    points = rng.normal(size=(30, 3))
+    values = np.sum(points**2, axis=1) + np.sin(points[:, 0])
+    once = QuadraticPotential.fit_to_values(points, values)
+    repeats = np.repeat(np.arange(30), rng.integers(1, 5, size=30))  # rejections of a chain
+    twice = QuadraticPotential.fit_to_values(points[repeats], values[repeats])
+    np.testing.assert_allclose(twice.hessian, once.hessian, atol=1e-10)
+    np.testing.assert_allclose(twice.linear, once.linear, atol=1e-10)

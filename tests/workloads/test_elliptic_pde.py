@@ -6,6 +6,7 @@ import cloudpickle
 import numpy as np
 import pymc as pm
 import pytensor
+import pytest
 
 from pymc_rnshmc.workloads.elliptic_pde import forward_model as pde
 from pymc_rnshmc.workloads.elliptic_pde.forward_model import (
@@ -210,3 +211,15 @@ def test_observation_points_fall_on_mesh_nodes_when_cells_divide_by_ten():
     np.testing.assert_allclose(
         model.observe(theta), nodal[on_nodes[:, 1] * (n_cells + 1) + on_nodes[:, 0]], atol=1e-12
     )
+
+
+def test_black_box_model_has_the_default_logp_and_no_gradient():
+    default = elliptic_pde(n_modes=4, n_cells=8, data_cells=16)
+    black_box = elliptic_pde(n_modes=4, n_cells=8, data_cells=16, gradient=False)
+    point = {"theta": np.array([0.3, -0.2, 0.5, 0.1])}
+    assert black_box.compile_logp()(point) == default.compile_logp()(point)
+    assert np.all(np.isfinite(default.compile_dlogp()(point)))
+    with pytest.raises(NotImplementedError, match="gradient=False"):
+        pytensor.gradient.grad(black_box.logp(), black_box.value_vars)
+    restored = cloudpickle.loads(cloudpickle.dumps(black_box))
+    assert restored.compile_logp()(point) == default.compile_logp()(point)

@@ -29,6 +29,7 @@ import scipy.optimize
 from scipy import stats
 
 from pymc_rnshmc.exceptions import SurrogateFitError
+from pymc_rnshmc.surrogates.laplace import laplace_start
 
 __all__ = [
     "DOMAINS",
@@ -147,6 +148,33 @@ def laplace_approximation(
     return to_position(optimum), covariance, int(result.nfev) + 2 * dim
 
 
+def laplace_from_values(
+    potentials: Callable[[np.ndarray], np.ndarray], start: np.ndarray, factor: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`laplace_approximation` for a model without gradients.
+
+    ``potentials`` gives ``U`` at rows. The mode is searched derivative-free and the Hessian
+    taken by second differences of the values
+    (:func:`~pymc_rnshmc.surrogates.laplace.laplace_start`), in the same well-conditioned
+    coordinates ``w = factor^-1 (q - start)``. Returns ``(mode, covariance, evaluations)``.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        The curvature at the mode is not finite.
+    """
+
+    def log_density(whitened: np.ndarray) -> float:
+        return -float(np.asarray(potentials((start + factor @ whitened)[None]))[0])
+
+    origin = np.zeros(start.size)
+    laplace = laplace_start(log_density, origin, log_density(origin))
+    if laplace.covariance is None:
+        raise np.linalg.LinAlgError("the curvature at the mode is not finite")
+    covariance = factor @ laplace.covariance @ factor.T
+    return start + factor @ laplace.position, covariance, laplace.n_evaluations + 1
+
+
 @dataclass(frozen=True)
 class GridReport:
     """What the precomputation cost and how accurate the grid looks.
@@ -206,9 +234,10 @@ class BoxSurrogate:
         than 90 % of the training draws (or the Hessian is not positive definite).
     exact_potential : callable
         Exact ``U`` at rows ``(n, d)``.
-    exact_potential_and_gradient : callable
-        Exact ``(U, grad U)`` at one point. Both callables are used by :meth:`fit` only and
-        dropped afterwards.
+    exact_potential_and_gradient : callable, optional
+        Exact ``(U, grad U)`` at one point; ``None`` for a model without gradients (the Laplace
+        box then comes from values, :func:`laplace_from_values`). Both callables are used by
+        :meth:`fit` only and dropped afterwards.
     """
 
     grid = ""
@@ -244,8 +273,8 @@ class BoxSurrogate:
             The Laplace Hessian is not positive definite (``domain="laplace"``), or the exact
             potential is not finite at some grid points.
         """
-        if self.exact_potential is None or self.exact_potential_and_gradient is None:
-            raise SurrogateFitError("The grid needs the exact potential and gradient.")
+        if self.exact_potential is None:
+            raise SurrogateFitError("The grid needs the exact potential.")
         start = time.perf_counter()
         positions = np.atleast_2d(np.asarray(positions, dtype=float))
         potentials = np.asarray(potentials, dtype=float)
@@ -281,11 +310,14 @@ class BoxSurrogate:
         spread = np.atleast_2d(np.cov(positions, rowvar=False))
         spread += 1e-10 * np.trace(spread) / dim * np.eye(dim) + 1e-300 * np.eye(dim)
         try:
-            mode, covariance, evaluations = laplace_approximation(
-                self.exact_potential_and_gradient,
-                best,
-                np.linalg.cholesky(spread),
-            )
+            if self.exact_potential_and_gradient is None:
+                mode, covariance, evaluations = laplace_from_values(
+                    self.exact_potential, best, np.linalg.cholesky(spread)
+                )
+            else:
+                mode, covariance, evaluations = laplace_approximation(
+                    self.exact_potential_and_gradient, best, np.linalg.cholesky(spread)
+                )
             box = DomainBox.from_covariance(mode, covariance, self.mass)
         except np.linalg.LinAlgError as err:
             if self.domain == "auto":

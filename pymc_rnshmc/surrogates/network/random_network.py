@@ -1,10 +1,11 @@
 """The random network surrogate of the potential energy ``U = -logp``.
 
 ``U~(q) = Q(z) + v . phi(z) + c`` with ``z`` the whitened position, ``Q`` an optional quadratic
-fitted to exact gradients (:mod:`~pymc_rnshmc.surrogates.quadratic`), ``phi`` a random hidden
-layer (:mod:`~pymc_rnshmc.surrogates.network.hidden_layers`) and ``v`` output weights from
-regularized least squares on the residual values *and* gradients (paper section 3, Algorithm 2,
-extended with gradient rows). The width, the penalty and the scale of the random weights are
+fitted to exact gradients, or to the values for models without gradients
+(:mod:`~pymc_rnshmc.surrogates.quadratic`), ``phi`` a random hidden layer
+(:mod:`~pymc_rnshmc.surrogates.network.hidden_layers`) and ``v`` output weights from regularized
+least squares on the residual values *and* gradients (paper section 3, Algorithm 2, extended
+with gradient rows). The width, the penalty and the scale of the random weights are
 chosen on interleaved held-out blocks of the training points
 (:mod:`~pymc_rnshmc.surrogates.network.held_out_selection`).
 
@@ -77,6 +78,11 @@ class FitReport:
         Wall time of the fit.
     weight_scale : float
         Scale of the hidden weights (or radial widths) used.
+    value_error : float
+        Held-out ``potential_error`` relative to the standard deviation of the held-out
+        potentials (0 is perfect, 1 is as good as a constant). NaN with gradients.
+    with_gradients : bool
+        Whether the fit had gradients.
     """
 
     n_points: int
@@ -86,22 +92,40 @@ class FitReport:
     potential_error: float
     seconds: float
     weight_scale: float = 1.0
+    value_error: float = np.nan
+    with_gradients: bool = True
+
+    @property
+    def held_out_error(self) -> float:
+        """The relative held-out error of what the fit was given.
+
+        ``gradient_error`` for a fit with gradients, ``value_error`` for one to values alone;
+        NaN when no points were held out.
+        """
+        return self.gradient_error if self.with_gradients else self.value_error
 
     def summary(self) -> str:
         """One phrase for the step's log."""
+        kind = "gradient" if self.with_gradients else "potential"
         return (
             f" in {self.seconds:.2g} s ({self.n_hidden} hidden units, weight scale "
-            f"{self.weight_scale:g}, held-out gradient error {self.gradient_error:.1%})"
+            f"{self.weight_scale:g}, held-out {kind} error {self.held_out_error:.1%})"
         )
 
 
 def default_n_hidden(n_points: int, dim: int, with_gradients: bool) -> int:
-    """Hidden units for ``n_points`` training points.
+    """Hidden units for ``n_points`` training points, between 50 and 2000.
 
-    A quarter of the least-squares rows, between 50 and 2000.
+    With gradients, a quarter of the least-squares rows ``n (d + 1)``. Without, two units per
+    point: the ridge penalty and the held-out choice among narrower widths keep so wide a layer
+    from overfitting, and a quarter of the rows was far too few. On a 4-d banana-shaped, skewed
+    target (400 exact draws) the relative potential error on test draws (the 90 % of lowest
+    ``U``) fell from 0.44 to 0.09, and from 0.13 to 0.12 on the elliptic PDE (d = 20, 2000 chain
+    draws), for a fit of 2.5 s instead of 0.2 s.
     """
-    rows = n_points * (dim + 1) if with_gradients else n_points
-    return int(np.clip(rows // 4, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
+    if with_gradients:
+        return int(np.clip(n_points * (dim + 1) // 4, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
+    return int(np.clip(2 * n_points, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
 
 
 def screened_widths(widths: list[int]) -> list[int]:
@@ -128,8 +152,9 @@ class _LayerFit(NamedTuple):
     weight_scale: float
     gradient_error: float = np.nan
     potential_error: float = np.nan
+    value_error: float = np.nan
 
-    def report(self, n_points: int, seconds: float) -> FitReport:
+    def report(self, n_points: int, seconds: float, with_gradients: bool) -> FitReport:
         """Return the :class:`FitReport` of a fit on ``n_points`` points that took ``seconds``."""
         return FitReport(
             n_points=n_points,
@@ -139,6 +164,8 @@ class _LayerFit(NamedTuple):
             potential_error=self.potential_error,
             seconds=seconds,
             weight_scale=self.weight_scale,
+            value_error=self.value_error,
+            with_gradients=with_gradients,
         )
 
 
@@ -153,16 +180,18 @@ class _ScaleTrial(NamedTuple):
     def cut(self, spread: float, with_gradients: bool) -> _LayerFit:
         """Return the layer and features cut to the chosen width, with the held-out errors.
 
-        The gradient error is relative to ``spread``, the held-out spread of the exact
-        gradients; it is NaN unless ``with_gradients``.
+        The relative errors are relative to ``spread`` (see :func:`_held_out_spread`): the
+        gradient error with gradients, else the value error; the other one is NaN.
         """
         n_hidden = self.choice.width
         layer = self.layer.subset(n_hidden)
         features = self.features[:, :n_hidden]
         potential_error = float(np.sqrt(self.choice.value_mse))
-        gradient_error = np.nan
+        gradient_error = value_error = np.nan
         if with_gradients:
             gradient_error = float(np.sqrt(self.choice.gradient_mse / max(spread, 1e-300)))
+        else:
+            value_error = float(np.sqrt(self.choice.value_mse / max(spread, 1e-300)))
         return _LayerFit(
             layer,
             features,
@@ -171,6 +200,7 @@ class _ScaleTrial(NamedTuple):
             self.weight_scale,
             gradient_error,
             potential_error,
+            value_error,
         )
 
 
@@ -194,6 +224,22 @@ def _held_out_spread(
     return float(np.var(potentials[held_out]))
 
 
+def _values_without_held_out_base(
+    whitened: np.ndarray, potentials: np.ndarray, held_out: np.ndarray
+) -> np.ndarray:
+    """The potentials minus a quadratic fitted to the values of the training part alone.
+
+    A quadratic fitted to the values of every point has about as many unknowns as a chain
+    explores points (231 in d = 20), so it nearly interpolates the held-out points and their
+    error looks several times smaller than it is (on the elliptic PDE with 250 points, a
+    held-out relative error of 0.05 for a true one of 0.26). The width, the penalty and the
+    scale are therefore chosen, and the held-out error measured, with this base instead; a
+    fit to gradients has ``d`` rows per point and the same base everywhere.
+    """
+    base = QuadraticPotential.fit_to_values(whitened[~held_out], potentials[~held_out])
+    return potentials - base.potential(whitened)
+
+
 class RandomNetworkSurrogate:
     """Random network surrogate of a potential energy, fitted by least squares.
 
@@ -201,15 +247,19 @@ class RandomNetworkSurrogate:
     ----------
     n_hidden : int, optional
         Number of hidden units ``s``. Default: chosen on held-out training points among
-        nested widths up to a quarter of the least-squares rows (``n (d + 1)`` with
-        gradients, at most 2000): the narrowest within 10 % of the best error.
+        nested widths up to a quarter of the least-squares rows ``n (d + 1)`` with gradients,
+        up to twice the number of points ``n`` without (at most 2000 either way): the narrowest
+        within 10 % of the best error.
     hidden_units : {"additive", "radial"}
         Node type (paper section 3.2).
     activation : str
         Activation of additive nodes: ``"softplus"`` (default), ``"tanh"``, ``"logistic"`` or
         ``"cosine"``.
     quadratic : bool
-        Fit a quadratic base to the exact gradients and the network to the residual.
+        Fit a quadratic base to the exact gradients (to the exact potentials when no gradients
+        are given) and the network to the residual. The fit then needs at least ``d + 2``
+        training points, else 3: ``d + 1`` determine the base's linear part, and the ridge
+        penalty of its curvature copes with fewer points than its ``d (d + 1) / 2`` entries.
     penalty : float, optional
         Fixed ridge penalty, relative to the mean diagonal of the normal equations. Default:
         chosen by held-out error over ``1e-10 .. 10``.
@@ -334,7 +384,9 @@ class RandomNetworkSurrogate:
         self.offset = 0.0
         self.offset = float(np.mean(potentials - self.potential(positions)))
         self._fold_whitening()
-        self.report = chosen.report(positions.shape[0], time.perf_counter() - start)
+        self.report = chosen.report(
+            positions.shape[0], time.perf_counter() - start, gradients is not None
+        )
         return self
 
     def _finite_rows(
@@ -371,7 +423,7 @@ class RandomNetworkSurrogate:
             gradients = gradients[finite]
         positions, potentials = positions[finite], potentials[finite]
         n_points = positions.shape[0]
-        minimum = dim + 2 if (self.quadratic and gradients is not None) else 3
+        minimum = dim + 2 if self.quadratic else 3
         if n_points < minimum:
             raise SurrogateFitError(
                 f"{n_points} finite training points in {dim} dimensions; the surrogate needs "
@@ -391,8 +443,8 @@ class RandomNetworkSurrogate:
         Returns
         -------
         quadratic_part : QuadraticPotential or None
-            The quadratic fitted to the whitened gradients (None without gradients, or when
-            ``quadratic`` is off).
+            The quadratic fitted to the whitened gradients, or to the potentials without
+            gradients (None when ``quadratic`` is off).
         values : ndarray, shape (n,)
             Potentials minus the quadratic.
         gradients : ndarray, shape (n, d) or None
@@ -407,6 +459,9 @@ class RandomNetworkSurrogate:
                 quadratic_part = QuadraticPotential.fit(whitened, residual_gradients)
                 values -= quadratic_part.potential(whitened)
                 residual_gradients = residual_gradients - quadratic_part.gradient(whitened)
+        elif self.quadratic:
+            quadratic_part = QuadraticPotential.fit_to_values(whitened, potentials)
+            values -= quadratic_part.potential(whitened)
         return quadratic_part, values, residual_gradients
 
     def _hidden_layer(
@@ -437,6 +492,8 @@ class RandomNetworkSurrogate:
         scales = self._candidate_scales()
         if held_out.any() and (self.penalty is None or self.n_hidden is None or len(scales) > 1):
             spread = _held_out_spread(whitening, potentials, gradients, held_out)
+            if gradients is None and self.quadratic:
+                values = _values_without_held_out_base(whitened, potentials, held_out)
             return self._choose_layer(
                 rng, n_hidden, scales, whitened, values, residual_gradients, held_out, spread
             )

@@ -13,6 +13,9 @@ its generic fallback for Python Ops, registered here for these two ``Op`` types 
 ``numba_funcify`` (PyTensor's extension point) only to skip the fallback's warning. The gradient
 is defined as ``pullback`` (PyTensor 3) and ``L_op`` (PyTensor 2). The Ops pickle with
 their forward model (without its cache), so ``pm.sample(cores=2)`` can use worker processes.
+
+``elliptic_pde(gradient=False)`` builds the same model as a black box: its observations Op
+raises ``NotImplementedError`` when differentiated, for benchmarking gradient-free samplers.
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ class EllipticPDEObservations(Op):
     ----------
     forward_model : EllipticPDEForwardModel
         The discretized forward model.
+    gradient : bool
+        Whether the Op has its adjoint gradient; without it, differentiating raises
+        ``NotImplementedError`` (a black-box model).
 
     Notes
     -----
@@ -97,10 +103,11 @@ class EllipticPDEObservations(Op):
     .. [2] Dashti & Stuart (2011), SIAM Journal on Numerical Analysis 49(6), 2524-2542.
     """
 
-    __props__ = ("forward_model",)
+    __props__ = ("forward_model", "gradient")
 
-    def __init__(self, forward_model: EllipticPDEForwardModel) -> None:
+    def __init__(self, forward_model: EllipticPDEForwardModel, gradient: bool = True) -> None:
         self.forward_model = forward_model
+        self.gradient = gradient
 
     def make_node(self, theta) -> Apply:
         theta = _float_vector(theta, self.forward_model.n_modes)
@@ -113,6 +120,8 @@ class EllipticPDEObservations(Op):
         return [(self.forward_model.n_observations,)]
 
     def pullback(self, inputs, outputs, cotangents):
+        if not self.gradient:
+            raise NotImplementedError("EllipticPDEObservations built with gradient=False")
         vector_jacobian_product = EllipticPDEVectorJacobianProduct(self.forward_model)
         return [vector_jacobian_product(inputs[0], cotangents[0])]
 
@@ -147,6 +156,7 @@ def elliptic_pde(
     data_cells: int = 50,
     noise_sd: float = 0.1,
     seed: int = 2017,
+    gradient: bool = True,
 ) -> pm.Model:
     """The elliptic PDE inverse problem of the RNS-HMC paper as a PyMC model.
 
@@ -171,6 +181,9 @@ def elliptic_pde(
         Observation noise standard deviation (known).
     seed : int
         Seed of the true weights and the noise.
+    gradient : bool
+        Whether the model has the adjoint gradient; ``False`` gives a black-box model (same
+        logp, differentiating it raises ``NotImplementedError``).
 
     Returns
     -------
@@ -186,7 +199,8 @@ def elliptic_pde(
     """
     expansion = KarhunenLoeveExpansion(n_modes)
     data = synthetic_data(n_modes, prior_sd, data_cells, noise_sd, seed, expansion=expansion)
-    observe = EllipticPDEObservations(EllipticPDEForwardModel(n_cells, expansion=expansion))
+    forward_model = EllipticPDEForwardModel(n_cells, expansion=expansion)
+    observe = EllipticPDEObservations(forward_model, gradient)
     with pm.Model() as model:
         theta = pm.Normal("theta", 0.0, prior_sd, shape=n_modes)
         pm.Normal("y", mu=observe(theta), sigma=noise_sd, observed=np.asarray(data.observations))
@@ -194,7 +208,11 @@ def elliptic_pde(
 
 
 def sparse_grid_elliptic_pde(
-    n_cells: int = 30, data_cells: int = 50, noise_sd: float = 0.1, seed: int = 2017
+    n_cells: int = 30,
+    data_cells: int = 50,
+    noise_sd: float = 0.1,
+    seed: int = 2017,
+    gradient: bool = True,
 ) -> pm.Model:
     """The sparse-grid HMC paper's setting: d = 5 weights with N(0, 1) priors.
 
@@ -207,4 +225,4 @@ def sparse_grid_elliptic_pde(
        Monte Carlo method based on regularity in parameter space. Computational Statistics,
        32(1), section 4.4.
     """
-    return elliptic_pde(5, 1.0, n_cells, data_cells, noise_sd, seed)
+    return elliptic_pde(5, 1.0, n_cells, data_cells, noise_sd, seed, gradient)

@@ -99,10 +99,11 @@ def test_same_rng_same_fit_and_pickle_round_trip(banana_training):
     np.testing.assert_array_equal(clone.gradient(points[0]), first.gradient(points[0]))
 
 
-def test_values_only_fit_works_without_the_quadratic(banana_training):
+@pytest.mark.parametrize("quadratic", [False, True], ids=["no-quadratic", "quadratic"])
+def test_values_only_fit_works(banana_training, quadratic):
     points, values, _ = banana_training
-    surrogate = RandomNetworkSurrogate(n_hidden=200).fit(points, values, rng=8)
-    assert surrogate.quadratic_part is None
+    surrogate = RandomNetworkSurrogate(n_hidden=200, quadratic=quadratic).fit(points, values, rng=8)
+    assert (surrogate.quadratic_part is not None) == quadratic
     assert np.isnan(surrogate.report.gradient_error)
     assert np.std(surrogate.potential(points) - values) < 0.05 * np.std(values)
 
@@ -126,10 +127,14 @@ def test_ill_conditioned_training_data_give_a_finite_surrogate():
     assert np.all(np.isfinite(surrogate.gradient(np.full(3, 1e3))))
 
 
-def test_too_few_points_raise_a_clear_error():
-    points = np.zeros((3, 5))
+@pytest.mark.parametrize("with_gradients", [True, False], ids=["gradients", "values"])
+def test_too_few_points_raise_a_clear_error(with_gradients):
+    points = np.zeros((6, 5))
+    gradients = np.zeros((6, 5)) if with_gradients else None
     with pytest.raises(SurrogateFitError, match="at least 7"):
-        RandomNetworkSurrogate().fit(points, np.zeros(3), np.zeros((3, 5)))
+        RandomNetworkSurrogate().fit(points, np.zeros(6), gradients)
+    with pytest.raises(SurrogateFitError, match="at least 3"):
+        RandomNetworkSurrogate(quadratic=False).fit(points[:2], np.zeros(2), None)
 
 
 @pytest.mark.parametrize(

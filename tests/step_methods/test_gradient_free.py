@@ -1,0 +1,108 @@
+"""Models without gradients: a random walk explores, values train the surrogate, draws stay exact.
+
+Each model here hides its gradient behind ``tests.models.black_box`` (an ``Op`` without one), as
+a simulator wrapped in an ``Op`` does. The checks are the exactness harness's: MCSE-scaled
+moments against the analytic posterior, with the surrogate's dynamics after tuning.
+"""
+
+import logging
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC, SurrogateWarning
+from tests.checks import assert_moments, posterior_draws, sample_stat
+from tests.models import (
+    NORMAL_MEAN,
+    NORMAL_SD,
+    beta_binomial,
+    correlated_normal,
+    independent_normal,
+)
+from tests.step_methods.helpers import DistortedSurrogate, assert_correlated_normal, sample_with
+
+DYNAMICS = pytest.mark.parametrize("dynamics", ["hmc", "nuts"])
+
+
+def run(model, step_class=RNSHMC, tune=800, draws=1500, seed=30, **options):
+    idata, step = sample_with(step_class, model, tune=tune, draws=draws, seed=seed, **options)
+    return idata, step
+
+
+def assert_surrogate_draws_without_gradients(idata):
+    assert sample_stat(idata, "used_surrogate").all()
+    assert (sample_stat(idata, "n_gradient_evals") == 0).all()
+    assert (sample_stat(idata, "n_logp_evals") <= 1).all()
+
+
+@DYNAMICS
+def test_correlated_normal_including_the_correlation(dynamics):
+    idata, step = run(correlated_normal(gradient=False), dynamics=dynamics, keep_tuning=True)
+    assert step.gradient_free
+    assert_surrogate_draws_without_gradients(idata)
+    warmup_gradients = np.asarray(idata.warmup_sample_stats["n_gradient_evals"].values)
+    assert (warmup_gradients == 0).all()
+    assert_correlated_normal(idata)
+
+
+def test_beta_binomial_through_the_logit_transform():
+    idata, _ = run(beta_binomial(gradient=False))
+    assert_surrogate_draws_without_gradients(idata)
+    posterior = stats.beta(9, 16)
+    assert_moments(posterior_draws(idata, "p"), posterior.mean(), posterior.std(), "p")
+
+
+@DYNAMICS
+def test_a_deliberately_wrong_surrogate_still_gives_the_right_answer(dynamics):
+    surrogate = DistortedSurrogate("shifted", 0.5)
+    idata, _ = run(
+        correlated_normal(gradient=False), draws=5000, surrogate=surrogate, dynamics=dynamics
+    )
+    assert_surrogate_draws_without_gradients(idata)
+    assert np.nanmean(np.abs(sample_stat(idata, "surrogate_error"))) > 0.1
+    assert_correlated_normal(idata, "shifted", min_ess=100, correlation=False)
+
+
+def test_arnshmc_learns_from_values_and_stays_exact():
+    idata, _ = run(correlated_normal(gradient=False), step_class=ARNSHMC, seed=31)
+    assert_surrogate_draws_without_gradients(idata)
+    assert_correlated_normal(idata)
+
+
+def test_too_little_tuning_falls_back_to_the_fixed_random_walk():
+    with pytest.warns(SurrogateWarning, match="needs at least.*random-walk Metropolis"):
+        idata, _ = run(independent_normal(gradient=False), tune=20, draws=15_000, seed=32)
+    assert not sample_stat(idata, "used_surrogate").any()
+    assert (sample_stat(idata, "n_logp_evals") == 1).all()
+    assert (sample_stat(idata, "n_gradient_evals") == 0).all()
+    x = posterior_draws(idata, "x")
+    for i in range(3):
+        assert_moments(x[..., i], NORMAL_MEAN[i], NORMAL_SD[i], f"x[{i}]")
+
+
+def test_says_once_that_the_model_has_no_gradient(caplog):
+    with caplog.at_level(logging.INFO, logger="pymc.rnshmc"), correlated_normal(gradient=False):
+        RNSHMC()
+    said = [record for record in caplog.records if "has no gradient" in record.getMessage()]
+    assert len(said) == 1
+
+
+def test_a_model_with_gradients_is_not_treated_as_gradient_free():
+    with correlated_normal():
+        assert not RNSHMC().gradient_free
+
+
+def test_sparse_grid_hmc_places_its_box_from_values_and_moves_by_its_extension():
+    idata, step = run(
+        correlated_normal(gradient=False), step_class=SparseGridHMC, seed=34, domain="laplace"
+    )
+    assert step.gradient_free and step.surrogate.report.domain == "laplace"
+    assert_surrogate_draws_without_gradients(idata)
+    assert (sample_stat(idata, "steps_outside_domain") == 0).all()
+    assert_correlated_normal(idata)
+
+
+def test_the_full_grid_says_it_needs_the_gradient_and_what_to_use():
+    with correlated_normal(gradient=False), pytest.raises(ValueError, match=r"grid='sparse'"):
+        SparseGridHMC(grid="full")
