@@ -20,6 +20,11 @@ class TrainingBuffer:
         Initial number of rows.
     with_gradients : bool
         Whether every point comes with its gradient (``False`` for a model without one).
+
+    Attributes
+    ----------
+    lowest_potential : float
+        The lowest potential recorded (``inf`` while empty).
     """
 
     def __init__(self, dim: int, capacity: int = 256, with_gradients: bool = True) -> None:
@@ -30,6 +35,7 @@ class TrainingBuffer:
         self._potentials = np.empty(capacity)
         self._gradients = np.empty((capacity, self.dim)) if self.with_gradients else None
         self._size = 0
+        self.lowest_potential = np.inf
 
     def __len__(self) -> int:
         return self._size
@@ -45,6 +51,7 @@ class TrainingBuffer:
             self._grow()
         self._positions[self._size] = position
         self._potentials[self._size] = potential
+        self.lowest_potential = min(self.lowest_potential, float(potential))
         if gradient is not None:
             self._gradients[self._size] = gradient
         self._size += 1
@@ -64,6 +71,7 @@ class TrainingBuffer:
     def clear(self) -> None:
         """Forget every point (keeps the storage)."""
         self._size = 0
+        self.lowest_potential = np.inf
 
     def window(self, start: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Copies of ``(positions, potentials, gradients)`` from row ``start`` on.
