@@ -66,3 +66,26 @@ def test_elliptic_pde_example_compares_nuts_and_rnshmc():
     cells = [cell.strip() for cell in rnshmc_row.split("|")]
     assert float(cells[3]) == 1.0  # exact logp evaluations per draw after tuning
     assert float(cells[4]) == 0.0  # exact gradients per draw after tuning
+
+
+def test_black_box_ode_example_compares_demetropolisz_and_rnshmc():
+    environment = dict(os.environ, PYTHONPATH=str(ROOT))
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "black_box_ode.py"),
+            "--tune=300",
+            "--draws=200",
+            "--chains=1",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "RNSHMC / DEMetropolisZ bulk ESS per second" in completed.stdout
+    row = next(line for line in completed.stdout.splitlines() if line.startswith("| RNSHMC "))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert float(cells[-1]) == 1.0  # one ODE solve per draw after tuning
