@@ -92,6 +92,7 @@ from pymc_rnshmc.surrogates.base import (
     for_simulation,
     held_out_error,
     potential_and_gradient,
+    with_gaussian_base,
 )
 from pymc_rnshmc.surrogates.laplace import laplace_start
 from pymc_rnshmc.surrogates.training import TrainingBuffer
@@ -132,6 +133,7 @@ class SurrogateHMCState(NUTSState):
     _next_refit: int | None
     _fit_error: float
     _explorer: Any
+    _laplace: Any
 
 
 class SurrogateHMC(NUTS):
@@ -322,6 +324,7 @@ class SurrogateHMC(NUTS):
         self._next_refit = None
         self._fit_error = np.nan
         self._explorer = AdaptiveMetropolis(self.exact_model.size) if self.gradient_free else None
+        self._laplace = None
 
     def _new_record(self) -> TrainingBuffer:
         return TrainingBuffer(self.exact_model.size, with_gradients=not self.gradient_free)
@@ -443,6 +446,7 @@ class SurrogateHMC(NUTS):
         """
         clock = time.perf_counter()
         laplace = laplace_start(self.exact_model.logp, start.position, start.logp)
+        self._laplace = laplace
         if laplace.covariance is not None:
             try:
                 self._explorer.use_covariance(laplace.covariance)
@@ -819,6 +823,9 @@ class SurrogateHMC(NUTS):
     def _fit_candidate(self, positions, potentials, gradients):
         """A surrogate fitted to the window; raises if its force fails at most training points."""
         surrogate = self._new_surrogate()
+        laplace = self._laplace
+        if gradients is None and laplace is not None and laplace.covariance is not None:
+            surrogate = with_gaussian_base(surrogate, laplace.position, laplace.covariance)
         surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
         check = rows(for_simulation(surrogate).gradient)(positions)
         failing = np.mean(~np.all(np.isfinite(check), axis=1))

@@ -14,6 +14,7 @@ __all__ = [
     "fit_summary",
     "for_simulation",
     "held_out_error",
+    "with_gaussian_base",
     "potential_and_gradient",
 ]
 
@@ -111,6 +112,15 @@ def held_out_error(surrogate) -> float:
     if error is None:
         error = getattr(report, "gradient_error", np.nan)
     return float(error)
+
+
+def with_gaussian_base(surrogate, mean: np.ndarray, covariance: np.ndarray):
+    """The surrogate with ``N(mean, covariance)`` as the base of its fits to values.
+
+    For surrogates that offer ``with_gaussian_base``; others are returned as they are.
+    """
+    method = getattr(surrogate, "with_gaussian_base", None)
+    return method(mean, covariance) if callable(method) else surrogate
 
 
 def potential_and_gradient(surrogate):

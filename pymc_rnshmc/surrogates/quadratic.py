@@ -118,6 +118,17 @@ class QuadraticPotential:
         linear = _linear_from_values(whitened, potentials - curvature)
         return cls(hessian=hessian, linear=linear)
 
+    @classmethod
+    def from_gaussian(cls, mean: np.ndarray, covariance: np.ndarray) -> QuadraticPotential:
+        """The potential of ``N(mean, covariance)`` (up to a constant), in whitened coordinates.
+
+        ``mean`` and ``covariance`` are in the same whitened coordinates; the covariance must be
+        positive definite.
+        """
+        hessian = linalg.inv(np.asarray(covariance, dtype=float))
+        hessian = 0.5 * (hessian + hessian.T)
+        return cls(hessian=hessian, linear=-hessian @ np.asarray(mean, dtype=float))
+
     def potential(self, whitened: np.ndarray) -> np.ndarray:
         """Value at one point ``(d,)`` or at rows ``(n, d)``."""
         whitened = np.asarray(whitened, dtype=float)

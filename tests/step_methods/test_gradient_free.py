@@ -8,11 +8,13 @@ moments against the analytic posterior, with the surrogate's dynamics after tuni
 import logging
 
 import numpy as np
+import pymc as pm
 import pytest
 from scipy import stats
 
 from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC, SurrogateWarning
-from tests.checks import assert_moments, posterior_draws, sample_stat
+from pymc_rnshmc.workloads.elliptic_pde import elliptic_pde
+from tests.checks import assert_moments, effective_sample_size, posterior_draws, sample_stat
 from tests.models import (
     NORMAL_MEAN,
     NORMAL_SD,
@@ -40,6 +42,7 @@ def assert_surrogate_draws_without_gradients(idata):
 def test_correlated_normal_including_the_correlation(dynamics):
     idata, step = run(correlated_normal(gradient=False), dynamics=dynamics, keep_tuning=True)
     assert step.gradient_free
+    assert step.surrogate.gaussian_base is not None  # the values-only Laplace approximation
     assert_surrogate_draws_without_gradients(idata)
     warmup_gradients = np.asarray(idata.warmup_sample_stats["n_gradient_evals"].values)
     assert (warmup_gradients == 0).all()
@@ -106,3 +109,23 @@ def test_sparse_grid_hmc_places_its_box_from_values_and_moves_by_its_extension()
 def test_the_full_grid_says_it_needs_the_gradient_and_what_to_use():
     with correlated_normal(gradient=False), pytest.raises(ValueError, match=r"grid='sparse'"):
         SparseGridHMC(grid="full")
+
+
+def test_the_elliptic_pde_without_its_adjoint_mixes_in_twenty_dimensions():
+    # A values-fitted base, or a wide network on the Laplace base, fitted valleys beyond the
+    # training points here: every proposal was rejected and the chain fell back to the random
+    # walk (min bulk ESS 2-4 of 1000 draws).
+    with elliptic_pde(n_cells=30, gradient=False):
+        idata = pm.sample(
+            step=RNSHMC(),
+            tune=1000,
+            draws=1000,
+            chains=1,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert_surrogate_draws_without_gradients(idata)
+    assert sample_stat(idata, "accept").mean() > 0.5
+    theta = posterior_draws(idata, "theta")
+    assert min(effective_sample_size(theta[..., i], "bulk") for i in range(20)) > 200

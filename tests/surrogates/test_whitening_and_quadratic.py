@@ -134,3 +134,18 @@ def test_quadratic_fit_to_values_counts_repeated_positions_once():
     twice = QuadraticPotential.fit_to_values(points[repeats], values[repeats])
     np.testing.assert_allclose(twice.hessian, once.hessian, atol=1e-10)
     np.testing.assert_allclose(twice.linear, once.linear, atol=1e-10)
+
+
+def test_the_quadratic_of_a_gaussian_gives_its_potential_differences():
+    rng = np.random.default_rng(3)
+    mean = np.array([0.5, -1.0, 2.0])
+    factor = rng.normal(size=(3, 3)) + 2 * np.eye(3)
+    covariance = factor @ factor.T
+    quadratic = QuadraticPotential.from_gaussian(mean, covariance)
+    points = rng.normal(size=(5, 3))
+    deviations = points - mean
+    exact = 0.5 * np.sum(deviations @ np.linalg.inv(covariance) * deviations, axis=1)
+    np.testing.assert_allclose(
+        quadratic.potential(points) - quadratic.potential(mean), exact, rtol=1e-10, atol=1e-10
+    )
+    np.testing.assert_allclose(quadratic.gradient(mean), 0.0, atol=1e-10)

@@ -15,6 +15,7 @@ surrogate, so a poor fit costs acceptance, never correctness.
 
 from __future__ import annotations
 
+import copy
 import numbers
 import time
 from dataclasses import dataclass
@@ -331,6 +332,24 @@ class RandomNetworkSurrogate:
         self.ridge_penalty = np.nan
         self.report: FitReport | None = None
         self._folded = None
+        self.gaussian_base: tuple[np.ndarray, np.ndarray] | None = None
+
+    def with_gaussian_base(
+        self, mean: np.ndarray, covariance: np.ndarray
+    ) -> RandomNetworkSurrogate:
+        """An unfitted copy whose fits to values use ``N(mean, covariance)`` as their base.
+
+        For models without gradients, with the Laplace approximation found from values: the
+        base is then not fitted to the values, and the network, 50 units unless ``n_hidden``
+        says otherwise, only corrects it. On the elliptic PDE without gradients (d = 20,
+        1000 tuning draws) this gave a min bulk / tail ESS of 624 / 342 per 1000 draws, where a
+        base fitted to the values, or 100 or more units on the Laplace base, fitted valleys
+        beyond the training points that sent every trajectory to energy errors of 1e4-1e6.
+        Fits to gradients ignore it.
+        """
+        surrogate = copy.deepcopy(self)
+        surrogate.gaussian_base = (np.array(mean, dtype=float), np.array(covariance, dtype=float))
+        return surrogate
 
     @property
     def is_fitted(self) -> bool:
@@ -459,10 +478,20 @@ class RandomNetworkSurrogate:
                 quadratic_part = QuadraticPotential.fit(whitened, residual_gradients)
                 values -= quadratic_part.potential(whitened)
                 residual_gradients = residual_gradients - quadratic_part.gradient(whitened)
+        elif self.gaussian_base is not None:
+            quadratic_part = self._whitened_gaussian_base(whitening)
+            values -= quadratic_part.potential(whitened)
         elif self.quadratic:
             quadratic_part = QuadraticPotential.fit_to_values(whitened, potentials)
             values -= quadratic_part.potential(whitened)
         return quadratic_part, values, residual_gradients
+
+    def _whitened_gaussian_base(self, whitening: Whitening) -> QuadraticPotential:
+        mean, covariance = self.gaussian_base
+        inverse = whitening.inverse_factor
+        return QuadraticPotential.from_gaussian(
+            whitening.to_whitened(mean), inverse @ covariance @ inverse.T
+        )
 
     def _hidden_layer(
         self,
@@ -488,11 +517,13 @@ class RandomNetworkSurrogate:
         n_hidden = self.n_hidden or min(
             default_n_hidden(n_points, dim, gradients is not None), self.max_hidden
         )
+        if self.n_hidden is None and gradients is None and self.gaussian_base is not None:
+            n_hidden = min(MIN_DEFAULT_HIDDEN, self.max_hidden)
         held_out = validation_mask(n_points, self.validation_fraction)
         scales = self._candidate_scales()
         if held_out.any() and (self.penalty is None or self.n_hidden is None or len(scales) > 1):
             spread = _held_out_spread(whitening, potentials, gradients, held_out)
-            if gradients is None and self.quadratic:
+            if gradients is None and self.quadratic and self.gaussian_base is None:
                 values = _values_without_held_out_base(whitened, potentials, held_out)
             return self._choose_layer(
                 rng, n_hidden, scales, whitened, values, residual_gradients, held_out, spread

@@ -102,3 +102,25 @@ def test_online_learner_after_a_values_only_fit_with_a_quadratic_base():
     for point, value in zip(points[first:], values[first:]):
         again.add(point, value)
     assert_same_weights(again.updated_surrogate(), batch, points)
+
+
+def test_a_gaussian_base_is_used_for_values_and_ignored_with_gradients():
+    rng = np.random.default_rng(11)
+    mean, covariance = np.array([1.0, -2.0]), np.array([[1.0, 0.6], [0.6, 0.5]])
+    precision = np.linalg.inv(covariance)
+    positions = rng.multivariate_normal(mean, covariance, size=300)
+    deviations = positions - mean
+    potentials = 0.5 * np.sum(deviations @ precision * deviations, axis=1) + 3.0
+    template = RandomNetworkSurrogate()
+    based = template.with_gaussian_base(mean, covariance)
+    assert template.gaussian_base is None  # a configured copy, the template untouched
+    based.fit(positions, potentials, rng=np.random.default_rng(0))
+    assert based.report.n_hidden == 50  # the network only corrects the base
+    test = rng.multivariate_normal(mean, covariance, size=200)
+    deviations = test - mean
+    truth = 0.5 * np.sum(deviations @ precision * deviations, axis=1) + 3.0
+    np.testing.assert_allclose(based.potential(test), truth, atol=1e-3)
+    gradients = deviations @ precision
+    with_gradients = template.with_gaussian_base(mean + 5.0, covariance)  # a wrong base ...
+    with_gradients.fit(test, truth, gradients, rng=np.random.default_rng(0))
+    np.testing.assert_allclose(with_gradients.gradient(mean), 0.0, atol=1e-2)  # ... ignored
