@@ -8,7 +8,6 @@ moments against the analytic posterior, with the surrogate's dynamics after tuni
 import logging
 
 import numpy as np
-import pymc as pm
 import pytest
 from scipy import stats
 
@@ -115,16 +114,8 @@ def test_the_elliptic_pde_without_its_adjoint_mixes_in_twenty_dimensions():
     # A values-fitted base, or a wide network on the Laplace base, fitted valleys beyond the
     # training points here: every proposal was rejected and the chain fell back to the random
     # walk (min bulk ESS 2-4 of 1000 draws).
-    with elliptic_pde(n_cells=30, gradient=False):
-        idata = pm.sample(
-            step=RNSHMC(),
-            tune=1000,
-            draws=1000,
-            chains=1,
-            random_seed=1,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+    model = elliptic_pde(n_cells=30, gradient=False)
+    idata, _ = run(model, tune=1000, draws=1000, seed=1, chains=1)
     assert_surrogate_draws_without_gradients(idata)
     assert sample_stat(idata, "accept").mean() > 0.5
     theta = posterior_draws(idata, "theta")
