@@ -8,26 +8,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_logistic_regression_example_compares_nuts_rnshmc_and_arnshmc():
-    environment = dict(os.environ, PYTHONPATH=str(ROOT))
+def run_example(name: str, *arguments: str) -> subprocess.CompletedProcess:
+    """Run ``examples/<name>`` with ``arguments``; fail with its stderr if it fails."""
     completed = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "logistic_regression.py"),
-            "--n-obs=400",
-            "--dim=4",
-            "--tune=300",
-            "--draws=150",
-            "--chains=1",
-            "--arnshmc-tune=200",
-        ],
+        [sys.executable, str(ROOT / "examples" / name), *arguments],
         capture_output=True,
         text=True,
-        env=environment,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
         timeout=600,
         check=False,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed
+
+
+def test_logistic_regression_example_compares_nuts_rnshmc_and_arnshmc():
+    completed = run_example(
+        "logistic_regression.py",
+        "--n-obs=400",
+        "--dim=4",
+        "--tune=300",
+        "--draws=150",
+        "--chains=1",
+        "--arnshmc-tune=200",
+    )
     assert "RNSHMC / NUTS bulk ESS per second" in completed.stdout
     rnshmc_row = next(line for line in completed.stdout.splitlines() if line.startswith("RNSHMC "))
     cells = [cell.strip() for cell in rnshmc_row.split("|")]
@@ -42,24 +46,9 @@ def test_logistic_regression_example_compares_nuts_rnshmc_and_arnshmc():
 
 
 def test_elliptic_pde_example_compares_nuts_and_rnshmc():
-    environment = dict(os.environ, PYTHONPATH=str(ROOT))
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "elliptic_pde.py"),
-            "--n-cells=6",
-            "--n-modes=3",
-            "--tune=300",
-            "--draws=100",
-            "--chains=1",
-        ],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=300,
-        check=False,
+    completed = run_example(
+        "elliptic_pde.py", "--n-cells=6", "--n-modes=3", "--tune=300", "--draws=100", "--chains=1"
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
     assert "seconds per solve" in completed.stdout
     assert "RNSHMC / NUTS bulk ESS per second" in completed.stdout
     rnshmc_row = next(line for line in completed.stdout.splitlines() if line.startswith("RNSHMC "))
@@ -69,22 +58,7 @@ def test_elliptic_pde_example_compares_nuts_and_rnshmc():
 
 
 def test_black_box_ode_example_compares_demetropolisz_and_rnshmc():
-    environment = dict(os.environ, PYTHONPATH=str(ROOT))
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "black_box_ode.py"),
-            "--tune=300",
-            "--draws=200",
-            "--chains=1",
-        ],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    completed = run_example("black_box_ode.py", "--tune=300", "--draws=200", "--chains=1")
     assert "RNSHMC / DEMetropolisZ bulk ESS per second" in completed.stdout
     row = next(line for line in completed.stdout.splitlines() if line.startswith("| RNSHMC "))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
