@@ -87,7 +87,7 @@ class AdaptiveMetropolis:
         self.dim = int(dim)
         self.adapting = True
         self.log_scale = 0.0
-        self.cholesky = np.eye(self.dim) * INITIAL_SD
+        self._set_cholesky(np.eye(self.dim) * INITIAL_SD)
         self._states: list[np.ndarray] = []
         self._steps = 0
         self._has_own_covariance = False
@@ -104,16 +104,22 @@ class AdaptiveMetropolis:
         cholesky = linalg.cholesky(np.asarray(covariance) * 2.38**2 / self.dim, lower=True)
         if not np.all(np.isfinite(cholesky)):
             raise linalg.LinAlgError("the covariance is not finite")
+        self._set_cholesky(cholesky)
+
+    def _set_cholesky(self, cholesky: np.ndarray) -> None:
         self.cholesky = cholesky
+        singular_values = linalg.svdvals(cholesky)  # once per change, not per step
+        self._eigenvalues = (float(singular_values[-1] ** 2), float(singular_values[0] ** 2))
+
+    def eigenvalue_range(self) -> tuple[float, float]:
+        """Smallest and largest eigenvalue of the proposal's covariance, scale included."""
+        scale_squared = self.scale**2
+        return self._eigenvalues[0] * scale_squared, self._eigenvalues[1] * scale_squared
 
     @property
     def scale(self) -> float:
         """The adapted global scale of the proposal."""
         return math.exp(self.log_scale)
-
-    def covariance(self) -> np.ndarray:
-        """The proposal's covariance divided by its scale squared."""
-        return self.cholesky @ self.cholesky.T
 
     def chain_covariance(self) -> np.ndarray | None:
         """The covariance of the chain's states behind the proposal (``None`` before one)."""
@@ -167,5 +173,5 @@ class AdaptiveMetropolis:
         if not self._has_own_covariance:
             self.log_scale = 0.0
             self._has_own_covariance = True
-        self.cholesky = cholesky
+        self._set_cholesky(cholesky)
         self._chain_covariance = chain_covariance

@@ -88,8 +88,7 @@ def surrogate_potential_or_target(
 
     The sparse-grid paper's eq. 3.11: a fixed function of the position either way.
     """
-    value = float(surrogate_potential(position))
-    return value if np.isfinite(value) else -float(target_logp)
+    return _or_target(float(surrogate_potential(position)), target_logp)
 
 
 def surrogate_transition(

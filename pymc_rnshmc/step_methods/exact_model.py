@@ -52,6 +52,9 @@ class ExactModel:
     gradient : bool
         Whether the model's logp has a gradient; without, only :meth:`logp` and
         :meth:`potentials` work, and the joint function is never compiled.
+    logp_function : pymc ValueGradFunction, optional
+        A logp-only function of the same variables (``compute_grads=False``), compiled here if
+        not given (a gradient-free step passes its own, which is one).
     """
 
     def __init__(
@@ -62,11 +65,13 @@ class ExactModel:
         dtype: str | None = None,
         logp_dlogp_function=None,
         gradient: bool = True,
+        logp_function=None,
     ) -> None:
         if initial_point is None:
             initial_point = model.initial_point()
         options = {"dtype": dtype, "ravel_inputs": True, "initial_point": initial_point}
-        logp_function = model.logp_dlogp_function(vars, compute_grads=False, **options)
+        if logp_function is None:
+            logp_function = model.logp_dlogp_function(vars, compute_grads=False, **options)
         if logp_dlogp_function is None and gradient:
             logp_dlogp_function = model.logp_dlogp_function(vars, **options)
         self.has_gradient = bool(gradient)

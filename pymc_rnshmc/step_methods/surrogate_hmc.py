@@ -242,6 +242,7 @@ class SurrogateHMC(NUTS):
             self.dtype,
             self._logp_dlogp_func if gradient else None,
             gradient=gradient,
+            logp_function=None if gradient else self._logp_dlogp_func,
         )
         if not gradient:
             self.schedule = schedule.without_gradients()
@@ -434,7 +435,8 @@ class SurrogateHMC(NUTS):
         extras = self.exact_model.extra_values()
         self._cache = CachedPoint(position.copy(), step.logp, extras)
         self.iter_count += 1
-        return RaveledVars(position, q0.point_map_info), [self._random_walk_stats(step, n_evals)]
+        stats = self._random_walk_stats(step, start.logp, n_evals)
+        return RaveledVars(position, q0.point_map_info), [stats]
 
     def _laplace_start(self, start: CachedPoint) -> tuple[CachedPoint, int]:
         """Move a gradient-free chain's first draw to the mode, with the curvature's covariance.
@@ -457,22 +459,24 @@ class SurrogateHMC(NUTS):
         self.setup_seconds += time.perf_counter() - clock
         return point, laplace.n_evaluations
 
-    def _random_walk_stats(self, step: RandomWalkStep, n_start_evals: int) -> dict[str, Any]:
-        scale = self._explorer.scale
-        eigenvalues = np.linalg.eigvalsh(self._explorer.covariance()) * scale**2
+    def _random_walk_stats(
+        self, step: RandomWalkStep, start_logp: float, n_start_evals: int
+    ) -> dict[str, Any]:
+        smallest, largest = self._explorer.eigenvalue_range()
+        energy_change = start_logp - step.proposal_logp
         return {
             "accept": step.accept,
             "accepted": step.accepted,
             "diverging": False,
             "divergences": self.divergences,
             "energy": -step.logp,
-            "energy_error": step.logp - step.proposal_logp if step.accepted else 0.0,
+            "energy_error": energy_change if np.isfinite(energy_change) else np.nan,
             "n_steps": 1,
             "tree_depth": 0,
             "reached_max_treedepth": False,
             "index_in_trajectory": int(step.accepted),
-            "step_size": scale,
-            "step_size_bar": scale,
+            "step_size": self._explorer.scale,
+            "step_size_bar": self._explorer.scale,
             "model_logp": step.logp,
             "n_logp_evals": 1 + n_start_evals,
             "n_gradient_evals": 0,
@@ -480,8 +484,8 @@ class SurrogateHMC(NUTS):
             "surrogate_error": np.nan,
             "surrogate_accept": np.nan,
             "left_trust_region": False,
-            "smallest_eigval": float(eigenvalues[0]),
-            "largest_eigval": float(eigenvalues[-1]),
+            "smallest_eigval": smallest,
+            "largest_eigval": largest,
             "warning": None,
         }
 
@@ -764,8 +768,7 @@ class SurrogateHMC(NUTS):
         positions, potentials, gradients = self._training_window()
         try:
             with single_blas_thread():
-                surrogate = self._fit_candidate(positions, potentials, gradients)
-                gradients = self._gradients_or_surrogates(surrogate, positions, gradients)
+                surrogate, gradients = self._fit_candidate(positions, potentials, gradients)
                 choice = self._choose_dynamics(surrogate, positions, gradients, refit=True)
         except FIT_ERRORS as err:
             self._next_refit = None
@@ -791,7 +794,7 @@ class SurrogateHMC(NUTS):
             )
             return
         try:
-            surrogate = self._fit_candidate(positions, potentials, gradients)
+            surrogate, gradients = self._fit_candidate(positions, potentials, gradients)
         except FIT_ERRORS as err:
             self._postpone_or_fall_back(
                 end_of_tuning,
@@ -802,7 +805,6 @@ class SurrogateHMC(NUTS):
         if not self._ready_to_start(surrogate, end_of_tuning):
             return
         try:
-            gradients = self._gradients_or_surrogates(surrogate, positions, gradients)
             choice = self._choose_dynamics(surrogate, positions, gradients)
         except FIT_ERRORS as err:
             self._fall_back_to_exact(
@@ -821,7 +823,12 @@ class SurrogateHMC(NUTS):
         return self._record.window(first)
 
     def _fit_candidate(self, positions, potentials, gradients):
-        """A surrogate fitted to the window; raises if its force fails at most training points."""
+        """A surrogate fitted to the window, and the gradients to choose its dynamics with.
+
+        Those are the exact training gradients, or without them the surrogate's own at the
+        training points (non-finite rows as zero). Raises if its force fails at most training
+        points.
+        """
         surrogate = self._new_surrogate()
         laplace = self._laplace
         if gradients is None and laplace is not None and laplace.covariance is not None:
@@ -834,21 +841,9 @@ class SurrogateHMC(NUTS):
                 f"the fitted surrogate's gradient is not finite at {failing:.0%} of the "
                 "training points"
             )
-        return surrogate
-
-    @staticmethod
-    def _gradients_or_surrogates(surrogate, positions: np.ndarray, gradients: np.ndarray | None):
-        """The exact training gradients, or without them the surrogate's at the same points.
-
-        They choose the dense metric candidate and bound the plausible force.
-        """
-        if gradients is not None:
-            return gradients
-        estimates = rows(for_simulation(surrogate).gradient)(positions)
-        finite = np.all(np.isfinite(estimates), axis=1)
-        if not finite.any():
-            raise SurrogateFitError("the fitted surrogate's gradient is nowhere finite")
-        return np.where(finite[:, None], estimates, 0.0)
+        if gradients is None:
+            gradients = np.where(np.all(np.isfinite(check), axis=1)[:, None], check, 0.0)
+        return surrogate, gradients
 
     def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
         """Whether to start with this fit.

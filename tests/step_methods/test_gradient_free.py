@@ -43,8 +43,15 @@ def test_correlated_normal_including_the_correlation(dynamics):
     assert step.gradient_free
     assert step.surrogate.gaussian_base is not None  # the values-only Laplace approximation
     assert_surrogate_draws_without_gradients(idata)
-    warmup_gradients = np.asarray(idata.warmup_sample_stats["n_gradient_evals"].values)
-    assert (warmup_gradients == 0).all()
+    warmup = idata.warmup_sample_stats
+    assert (np.asarray(warmup["n_gradient_evals"].values) == 0).all()
+    # a random-walk draw reports its proposal's energy change and the acceptance it implies
+    walk = ~np.asarray(warmup["used_surrogate"].values)
+    walk[:, 0] = False  # the first draw also moved to the Laplace start
+    energy_error = np.asarray(warmup["energy_error"].values)[walk]
+    accept = np.asarray(warmup["accept"].values)[walk]
+    assert (np.abs(energy_error) > 0).mean() > 0.9
+    np.testing.assert_allclose(accept, np.exp(np.minimum(0.0, -energy_error)), rtol=1e-10)
     assert_correlated_normal(idata)
 
 
