@@ -31,6 +31,7 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "n_logp_evals": (np.int64, []),
     "n_gradient_evals": (np.int64, []),
     "used_surrogate": (bool, []),
+    "safety_net": (bool, []),
     "surrogate_error": (np.float64, []),
     "surrogate_accept": (np.float64, []),
     "left_trust_region": (bool, []),
@@ -51,7 +52,8 @@ and on every draw with ``dynamics="nuts"`` (free: the tree knows ``U~`` at both 
 adapts on: a NUTS tree's mean acceptance statistic (the first stage of delayed acceptance), or
 for a leapfrog the Metropolis probability on ``U~ + K`` when ``surrogate_error`` is computed
 (NaN otherwise); ``accept`` is the exact test's probability (the second stage).
-``tree_depth`` is the surrogate NUTS tree's depth (0 for a leapfrog).
+``tree_depth`` is the surrogate NUTS tree's depth (0 for a leapfrog). ``safety_net`` marks an
+exact draw after tuning in place of a surrogate one (:mod:`pymc_rnshmc.step_methods.safety_net`).
 ``left_trust_region`` marks a surrogate trajectory rejected because it needed the exact force at
 too many points (see :mod:`pymc_rnshmc.hmc.force_field`). In surrogate draws ``largest_eigval``
 and ``smallest_eigval`` describe the metric of the surrogate dynamics (the eigenvalues of its
@@ -70,6 +72,7 @@ def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
     converted["n_logp_evals"] = n_steps + 1
     converted["n_gradient_evals"] = n_steps + 1
     converted["used_surrogate"] = False
+    converted["safety_net"] = False
     converted["surrogate_error"] = np.nan
     converted["surrogate_accept"] = np.nan
     converted["left_trust_region"] = False

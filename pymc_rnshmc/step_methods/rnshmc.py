@@ -86,6 +86,15 @@ class RNSHMC(SurrogateHMC):
         than NUTS's (``docs/benchmarks.md`` measures the gain); 0.8 for ``dynamics="nuts"``,
         whose exact test never sees the integrator's error. The exact acceptance is lower by
         whatever the surrogate gets wrong, which no step size can fix.
+    safety_net : float, optional
+        Probability, drawn afresh for each draw after tuning and independent of the chain's
+        state, that the draw is an exact transition instead of a surrogate one: PyMC's NUTS
+        with the step size and mass matrix adapted while exploring, or for a model without
+        gradients the fixed random walk. The mixture leaves the posterior invariant and keeps
+        the chain moving where the surrogate is wrong
+        (:mod:`~pymc_rnshmc.step_methods.safety_net`). Default 0.2 for a model without
+        gradients (an exact draw then costs one ``logp``, as a surrogate draw does), 0 with
+        gradients.
     **kwargs
         Passed on to :class:`pymc.NUTS` (``max_treedepth``, ``scaling``, ``potential``, ...).
 
@@ -94,8 +103,9 @@ class RNSHMC(SurrogateHMC):
     Sampler statistics (``idata.sample_stats``): ``accept``, ``accepted``, ``diverging``,
     ``energy``, ``energy_error``, ``n_steps``, ``step_size``, ``lp`` as in PyMC; ``tree_depth``
     (0 for surrogate draws); ``n_logp_evals`` and ``n_gradient_evals``, the exact model
-    evaluations of the draw; ``used_surrogate``; and ``surrogate_error``, how much the
-    surrogate misjudged the potential change of the proposal.
+    evaluations of the draw; ``used_surrogate``; ``safety_net``, an exact draw after tuning in
+    place of a surrogate one; and ``surrogate_error``, how much the surrogate misjudged the
+    potential change of the proposal.
 
     References
     ----------
@@ -125,6 +135,7 @@ class RNSHMC(SurrogateHMC):
         start_error: float | None = 0.3,
         refit_during_tuning: bool = True,
         dynamics: str = "hmc",
+        safety_net: float | None = None,
         model=None,
         **kwargs,
     ) -> None:
@@ -149,6 +160,7 @@ class RNSHMC(SurrogateHMC):
             start_error=start_error,
             refit_during_tuning=refit_during_tuning,
             dynamics=dynamics,
+            safety_net=safety_net,
             model=model,
             **kwargs,
         )

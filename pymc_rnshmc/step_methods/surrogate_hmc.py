@@ -83,6 +83,7 @@ from pymc_rnshmc.step_methods.reporting import (
     progressbar_config,
     progressbar_update,
 )
+from pymc_rnshmc.step_methods.safety_net import SafetyNet
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.variables import continuous_value_vars
 from pymc_rnshmc.surrogates.base import (
@@ -164,6 +165,8 @@ class SurrogateHMC(NUTS):
         leapfrog corrected on the exact Hamiltonian, or a NUTS transition on the surrogate
         corrected by delayed acceptance (which needs a surrogate defined everywhere whose
         gradient is the force).
+    safety_net : float, optional
+        As for :class:`~pymc_rnshmc.RNSHMC`.
     exploration_steps, training_window, path_length, max_steps : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     target_accept, surrogate_target_accept : float
@@ -196,6 +199,7 @@ class SurrogateHMC(NUTS):
         start_error: float | None = None,
         refit_during_tuning: bool = True,
         dynamics: str = "hmc",
+        safety_net: float | None = None,
         model=None,
         **kwargs,
     ) -> None:
@@ -244,6 +248,7 @@ class SurrogateHMC(NUTS):
             gradient=gradient,
             logp_function=None if gradient else self._logp_dlogp_func,
         )
+        self.safety_net = SafetyNet.default(safety_net, gradient_free=not gradient)
         if not gradient:
             self.schedule = schedule.without_gradients()
             # Postponing a values-only start wasted the tuning that learning from surrogate
@@ -375,14 +380,16 @@ class SurrogateHMC(NUTS):
         self._before_draw()
         if self.tune:
             self._fit_if_due()
-        if self.phase == Phase.SURROGATE:
+        result = None
+        if self.phase != Phase.SURROGATE:
+            q_new, (stats,) = self._exact_draw(q0)
+        elif not self.tune and self.safety_net.catches(self.rng):
+            q_new, (stats,) = self._safety_net_draw(q0)
+        else:
             result = self._surrogate_draw(q0.data)
             self._learn_from(result)
             q_new, stats = RaveledVars(result.end.position, q0.point_map_info), self._stats(result)
             self.iter_count += 1
-        else:
-            result = None
-            q_new, (stats,) = self._exact_draw(q0)
         stats.update(self._after_draw(result))
         stats["perf_counter_start"] = perf_start
         stats["perf_counter_diff"] = time.perf_counter() - perf_start
@@ -416,6 +423,25 @@ class SurrogateHMC(NUTS):
         stats = nuts_stats_to_surrogate_stats(stats)
         extras = self.exact_model.extra_values()
         self._cache = CachedPoint(q_new.data.copy(), stats["model_logp"], extras)
+        return q_new, [stats]
+
+    def _safety_net_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
+        """An exact draw in the surrogate phase (:mod:`~pymc_rnshmc.step_methods.safety_net`).
+
+        The fixed random walk without gradients; with them, NUTS with the step size it adapted
+        while exploring (the surrogate dynamics have their own). Only after tuning: taking them
+        while tuning as well, and learning from the walk's proposals, left ``log V_m`` of the
+        pharmacokinetic ODE 3.2-4.1 MCSE low in four of six seeds of 2 x (1000 + 1000) draws;
+        after tuning only, at most 1.6 MCSE off.
+        """
+        surrogate_adapt = self.step_adapt
+        if self._exploration_adapt:
+            self.step_adapt = self._exploration_adapt[0]
+        try:
+            q_new, (stats,) = self._exact_draw(q0)
+        finally:
+            self.step_adapt = surrogate_adapt
+        stats["safety_net"] = True
         return q_new, [stats]
 
     def _random_walk_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
@@ -481,6 +507,7 @@ class SurrogateHMC(NUTS):
             "n_logp_evals": 1 + n_start_evals,
             "n_gradient_evals": 0,
             "used_surrogate": False,
+            "safety_net": False,
             "surrogate_error": np.nan,
             "surrogate_accept": np.nan,
             "left_trust_region": False,
@@ -727,6 +754,7 @@ class SurrogateHMC(NUTS):
             "n_logp_evals": result.n_logp_evals,
             "n_gradient_evals": result.n_gradient_evals,
             "used_surrogate": True,
+            "safety_net": False,
             "surrogate_error": result.surrogate_error,
             "surrogate_accept": result.integrator_accept,
             "left_trust_region": result.left_trust_region,

@@ -8,6 +8,9 @@ import numpy as np
 
 from pymc_rnshmc.surrogates import RandomNetworkSurrogate
 
+WALL_HEIGHT = 50.0
+"""Curvature of the ``"wall"`` distortion, in nats per squared posterior sd."""
+
 
 class DistortedSurrogate:
     """A correctly fitted random network surrogate, then deliberately made wrong.
@@ -17,7 +20,10 @@ class DistortedSurrogate:
       ``"flattened"`` the force multiplied by ``amount`` (< 1: too weak);
       ``"nan"``       a NaN gradient everywhere;
       ``"nan_far"``   a NaN gradient beyond ``amount`` posterior sds from the centre;
-      ``"overflow"``  an overflowing force beyond ``amount`` posterior sds.
+      ``"overflow"``  an overflowing force beyond ``amount`` posterior sds;
+      ``"wall"``      the potential raised by ``WALL_HEIGHT * (z - amount)^2`` where the first
+                      coordinate is ``z > amount`` posterior sds above the centre (a smooth
+                      wall its trajectories do not cross).
     """
 
     def __init__(self, kind: str, amount: float = 1.0) -> None:
@@ -39,7 +45,12 @@ class DistortedSurrogate:
     def _distance(self, position):
         return np.max(np.abs((position - self.centre) / self.scale), axis=-1)
 
+    def _beyond_wall(self, position):
+        return np.maximum((position[..., 0] - self.centre[0]) / self.scale[0] - self.amount, 0.0)
+
     def potential(self, positions):
+        if self.kind == "wall":
+            return self.inner.potential(positions) + WALL_HEIGHT * self._beyond_wall(positions) ** 2
         if self.kind == "shifted":
             return self.inner.potential(positions - self.amount * self.scale)
         if self.kind == "flattened":
@@ -50,6 +61,10 @@ class DistortedSurrogate:
         if self.kind == "shifted":
             return self.inner.gradient(position - self.amount * self.scale)
         gradient = self.inner.gradient(position)
+        if self.kind == "wall":
+            gradient = np.array(gradient, dtype=float)
+            gradient[..., 0] += 2 * WALL_HEIGHT * self._beyond_wall(position) / self.scale[0]
+            return gradient
         if self.kind == "flattened":
             return self.amount * gradient
         if self.kind == "nan":

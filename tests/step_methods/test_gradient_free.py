@@ -32,7 +32,8 @@ def run(model, step_class=RNSHMC, tune=800, draws=1500, seed=30, **options):
 
 
 def assert_surrogate_draws_without_gradients(idata):
-    assert sample_stat(idata, "used_surrogate").all()
+    """After tuning: surrogate draws, or the safety net's random walk; one logp, no gradient."""
+    assert (sample_stat(idata, "used_surrogate") | sample_stat(idata, "safety_net")).all()
     assert (sample_stat(idata, "n_gradient_evals") == 0).all()
     assert (sample_stat(idata, "n_logp_evals") <= 1).all()
 
@@ -65,8 +66,12 @@ def test_beta_binomial_through_the_logit_transform():
 @DYNAMICS
 def test_a_deliberately_wrong_surrogate_still_gives_the_right_answer(dynamics):
     surrogate = DistortedSurrogate("shifted", 0.5)
-    idata, _ = run(
-        correlated_normal(gradient=False), draws=5000, surrogate=surrogate, dynamics=dynamics
+    idata, _ = run(  # the surrogate's kernel alone: no safety-net draws
+        correlated_normal(gradient=False),
+        draws=5000,
+        surrogate=surrogate,
+        dynamics=dynamics,
+        safety_net=0.0,
     )
     assert_surrogate_draws_without_gradients(idata)
     assert np.nanmean(np.abs(sample_stat(idata, "surrogate_error"))) > 0.1
@@ -121,8 +126,10 @@ def test_the_elliptic_pde_without_its_adjoint_mixes_in_twenty_dimensions():
     # A values-fitted base, or a wide network on the Laplace base, fitted valleys beyond the
     # training points here: every proposal was rejected and the chain fell back to the random
     # walk (min bulk ESS 2-4 of 1000 draws).
+    # The surrogate's own kernel: random-walk steps in 20 dimensions barely move, and 20 % of
+    # them (the default safety net) cut this chain's min bulk ESS from 667 to 166.
     model = elliptic_pde(n_cells=30, gradient=False)
-    idata, _ = run(model, tune=1000, draws=1000, seed=1, chains=1)
+    idata, _ = run(model, tune=1000, draws=1000, seed=1, chains=1, safety_net=0.0)
     assert_surrogate_draws_without_gradients(idata)
     assert sample_stat(idata, "accept").mean() > 0.5
     theta = posterior_draws(idata, "theta")

@@ -71,7 +71,9 @@ def test_returns_what_pm_sample_returns_with_declared_stats(sequential_run, samp
 
 def test_draws_after_tuning_cost_one_logp(sequential_run, sampler):
     idata = sequential_run
-    assert sample_stat(idata, "used_surrogate").all()
+    surrogate, net = sample_stat(idata, "used_surrogate"), sample_stat(idata, "safety_net")
+    assert (surrogate ^ net).all()  # a surrogate draw, or the safety net's exact one
+    assert net.any() == sampler.black_box  # on by default without gradients only
     depth = sample_stat(idata, "tree_depth")
     gradients = sample_stat(idata, "n_gradient_evals")
     logps = sample_stat(idata, "n_logp_evals")
@@ -94,12 +96,13 @@ def test_draws_after_tuning_cost_one_logp(sequential_run, sampler):
         np.testing.assert_array_equal(gradients, outside)
         np.testing.assert_array_equal(logps, 1 + outside)
     accept = sample_stat(idata, "accept")
-    assert 0.5 < accept.mean() <= 1.0
+    assert 0.5 < accept[surrogate].mean() <= 1.0
     errors = sample_stat(idata, "surrogate_error")
     if sampler.nuts:  # free with a tree: on every draw that evaluated the target
         assert np.isfinite(errors[logps == 1]).all()
     else:
-        assert np.isfinite(errors[:, ::10]).all()  # TUNE % 10 == 0
+        assert np.isfinite(errors[:, ::10][surrogate[:, ::10]]).all()  # TUNE % 10 == 0
+    assert np.isnan(errors[net]).all()
 
 
 def test_each_sequential_chain_explores_and_fits_its_own_surrogate(sequential_run, sampler):
@@ -270,8 +273,10 @@ def test_eigenvalue_stats_describe_the_metric_the_surrogate_draws_use(model, sam
     if covariance is None:
         covariance = np.diag(step.trajectory_choice.best.metric.variances)
     eigenvalues = np.linalg.eigvalsh(covariance)
-    np.testing.assert_allclose(sample_stat(idata, "largest_eigval"), eigenvalues[-1], rtol=1e-10)
-    np.testing.assert_allclose(sample_stat(idata, "smallest_eigval"), eigenvalues[0], rtol=1e-10)
+    surrogate = sample_stat(idata, "used_surrogate")  # the net's exact draws report their own
+    largest, smallest = sample_stat(idata, "largest_eigval"), sample_stat(idata, "smallest_eigval")
+    np.testing.assert_allclose(largest[surrogate], eigenvalues[-1], rtol=1e-10)
+    np.testing.assert_allclose(smallest[surrogate], eigenvalues[0], rtol=1e-10)
 
 
 def test_after_tuning_the_diagnostic_surrogate_potential_is_evaluated_on_every_tenth_draw(
@@ -291,14 +296,15 @@ def test_after_tuning_the_diagnostic_surrogate_potential_is_evaluated_on_every_t
     calls = []
     surrogate_potential = step.surrogate.potential
     step.surrogate.potential = lambda q: calls.append(1) or surrogate_potential(q)
-    errors = []
+    errors, surrogate = [], []
     for _ in range(100):
         point, stats = step.step(point)
         errors.append(stats[0]["surrogate_error"])
+        surrogate.append(stats[0]["used_surrogate"])
     # without gradients, every leapfrog draw also checks its surrogate energy (one U~)
     assert len(calls) <= (120 if sampler.black_box else 20)
-    errors = np.array(errors)
-    assert np.isfinite(errors[::10]).all() and np.isnan(errors[1::10]).all()
+    errors, surrogate = np.array(errors), np.array(surrogate)
+    assert np.isfinite(errors[::10][surrogate[::10]]).all() and np.isnan(errors[1::10]).all()
 
 
 def test_draw_times_cover_the_sampling_loop(sampler):

@@ -1,0 +1,77 @@
+"""The safety net: after tuning, a fixed share of the draws are exact transitions.
+
+A surrogate that is wrong somewhere the posterior has mass leaves the kernel exact but can make
+it crawl there: where the surrogate rises far above the true potential, its trajectories turn
+back before they arrive, and the rare proposals that do arrive leave a chain that cannot get out.
+The chain's own ESS estimate does not see a region it never visits, so the result looks precise
+and is wrong. (The pharmacokinetic ODE without gradients: a values-only surrogate 15 nats too
+high at ``log K_m = 3`` on the ``K_m``-``V_m`` ridge and 87 at 4, where exploration had left no
+training point on the ridge's crest; chains of 2 x 1000 draws visited ``log K_m > 2.64`` in
+1.1 % of draws against the reference's 2.8 %, and put the mean of ``log V_m`` 2.7-5.3 MCSE low
+in five of six seeds.)
+
+With the safety net, each draw after tuning is, with a fixed probability drawn independently of
+the chain's state, a transition of an exact kernel that does not use the surrogate: the fixed
+random walk the step explored with when the model has no gradient, PyMC's NUTS with the step
+size and mass matrix it adapted while exploring otherwise. Each of the two kernels leaves the
+posterior invariant, so their mixture does (Tierney 1994, section 2.4), whatever the surrogate.
+The exact moves reach where the surrogate's do not, at their own pace, and the ESS estimate
+then reflects that pace.
+
+References
+----------
+.. [1] Tierney, L. (1994). Markov chains for exploring posterior distributions. The Annals of
+   Statistics, 22(4), 1701-1728.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["GRADIENT_FREE_PROBABILITY", "SafetyNet"]
+
+GRADIENT_FREE_PROBABILITY = 0.2
+"""Default share of exact draws for a model without gradients (each costs one logp, as a
+surrogate draw does)."""
+
+
+@dataclass(frozen=True)
+class SafetyNet:
+    """With ``probability``, a draw after tuning is an exact transition, not a surrogate one.
+
+    Parameters
+    ----------
+    probability : float
+        In ``[0, 1)``; 0 turns the net off.
+    """
+
+    probability: float
+
+    def __post_init__(self) -> None:
+        probability = self.probability
+        if (
+            isinstance(probability, bool)
+            or not isinstance(probability, numbers.Real)
+            or not 0.0 <= probability < 1.0
+        ):
+            raise ValueError(
+                f"safety_net must be a probability in [0, 1), got {probability!r}: the share "
+                "of draws after tuning that are exact transitions instead of surrogate ones."
+            )
+
+    @classmethod
+    def default(cls, probability: float | None, gradient_free: bool) -> SafetyNet:
+        """The user's ``probability``, or the default: on without gradients, off with them."""
+        if probability is None:
+            probability = GRADIENT_FREE_PROBABILITY if gradient_free else 0.0
+        return cls(probability)
+
+    def catches(self, rng: np.random.Generator) -> bool:
+        """Whether this draw is an exact one: a coin independent of the chain's state.
+
+        Draws no random number when the net is off, so the chain's stream is unchanged then.
+        """
+        return self.probability > 0.0 and bool(rng.uniform() < self.probability)
