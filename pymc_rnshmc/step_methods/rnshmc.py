@@ -92,9 +92,10 @@ class RNSHMC(SurrogateHMC):
         with the step size and mass matrix adapted while exploring, or for a model without
         gradients the fixed random walk. The mixture leaves the posterior invariant and keeps
         the chain moving where the surrogate is wrong
-        (:mod:`~pymc_rnshmc.step_methods.safety_net`). Default 0.2 for a model without
-        gradients (an exact draw then costs one ``logp``, as a surrogate draw does), 0 with
-        gradients.
+        (:mod:`~pymc_rnshmc.step_methods.safety_net`). Default for a model without gradients
+        0.2 in up to five dimensions and ``1 / d`` beyond (an exact draw then costs one
+        ``logp``, as a surrogate draw does, but a random-walk step moves less the more
+        dimensions there are); 0 with gradients.
     **kwargs
         Passed on to :class:`pymc.NUTS` (``max_treedepth``, ``scaling``, ``potential``, ...).
 

@@ -34,8 +34,11 @@ import numpy as np
 __all__ = ["GRADIENT_FREE_PROBABILITY", "SafetyNet"]
 
 GRADIENT_FREE_PROBABILITY = 0.2
-"""Default share of exact draws for a model without gradients (each costs one logp, as a
-surrogate draw does)."""
+"""Default share of exact draws for a model without gradients in up to five dimensions; ``1 / d``
+beyond. Each costs one logp, as a surrogate draw does, but a random-walk step moves only about
+``2.4 / sqrt(d)`` posterior sds, so in many dimensions it buys little and still takes a surrogate
+draw's place (elliptic PDE without adjoint, d = 20, seed 1: min bulk / tail ESS 667 / 354 without
+the net, 166 / 86 at 20 %, 680 / 310 at 5 %)."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +66,14 @@ class SafetyNet:
             )
 
     @classmethod
-    def default(cls, probability: float | None, gradient_free: bool) -> SafetyNet:
-        """The user's ``probability``, or the default: on without gradients, off with them."""
+    def default(cls, probability: float | None, gradient_free: bool, dim: int) -> SafetyNet:
+        """The user's ``probability``, or the default for a model of ``dim`` coordinates.
+
+        Off with gradients; without them ``GRADIENT_FREE_PROBABILITY`` up to five dimensions,
+        ``1 / dim`` beyond.
+        """
         if probability is None:
-            probability = GRADIENT_FREE_PROBABILITY if gradient_free else 0.0
+            probability = min(GRADIENT_FREE_PROBABILITY, 1.0 / dim) if gradient_free else 0.0
         return cls(probability)
 
     def catches(self, rng: np.random.Generator) -> bool:

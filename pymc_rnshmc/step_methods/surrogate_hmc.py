@@ -248,7 +248,9 @@ class SurrogateHMC(NUTS):
             gradient=gradient,
             logp_function=None if gradient else self._logp_dlogp_func,
         )
-        self.safety_net = SafetyNet.default(safety_net, gradient_free=not gradient)
+        self.safety_net = SafetyNet.default(
+            safety_net, gradient_free=not gradient, dim=self.exact_model.size
+        )
         if not gradient:
             self.schedule = schedule.without_gradients()
             # Postponing a values-only start wasted the tuning that learning from surrogate

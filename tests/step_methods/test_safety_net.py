@@ -24,9 +24,11 @@ def test_a_probability_outside_zero_to_one_is_refused(probability):
 
 
 def test_on_by_default_without_gradients_off_with_them():
-    assert SafetyNet.default(None, gradient_free=True).probability == GRADIENT_FREE_PROBABILITY
-    assert SafetyNet.default(None, gradient_free=False).probability == 0.0
-    assert SafetyNet.default(0.3, gradient_free=False).probability == 0.3
+    assert SafetyNet.default(None, gradient_free=True, dim=4).probability == 0.2
+    assert SafetyNet.default(None, gradient_free=True, dim=20).probability == 0.05
+    assert SafetyNet.default(None, gradient_free=False, dim=4).probability == 0.0
+    assert SafetyNet.default(0.3, gradient_free=False, dim=4).probability == 0.3
+    assert SafetyNet.default(0.0, gradient_free=True, dim=4).probability == 0.0
 
 
 def test_the_coin_is_fair_and_an_off_net_draws_no_random_number():
