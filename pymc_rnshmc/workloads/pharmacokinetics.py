@@ -20,7 +20,8 @@ differentiating the logp with respect to ``k_a``, ``K_m`` or ``V_m`` raises
 ``NotImplementedError`` and NUTS cannot run on them (``pm.sample``'s automatic assignment gives
 them ``pm.Slice``, and NUTS to ``sigma`` alone); ``pm.DEMetropolisZ`` or ``pm.sample_smc`` run
 the whole model gradient-free. A failed solve gives NaN concentrations, hence a NaN logp, which
-the step methods reject.
+the step methods reject; ``failed_solve="-inf"`` makes it ``-inf`` instead, for SMC. A solve that
+needs more than ``MAX_EVALUATIONS`` right-hand-side evaluations fails.
 
 Cost of one ``model.compile_logp()`` evaluation on the project's 2-vCPU machine (median over
 100 reference draws, ``OMP_NUM_THREADS=1``): about 12 ms with BDF and 1.0 ms with LSODA under
@@ -42,6 +43,7 @@ References
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -62,8 +64,29 @@ __all__ = [
 ]
 
 METHODS = ("BDF", "LSODA")
+FAILED_SOLVE = ("nan", "-inf")
 TOLERANCE = 1e-8
 """Relative and absolute tolerance of every solve."""
+MAX_EVALUATIONS = 50_000
+"""A solve that needs more right-hand-side evaluations fails. At posterior draws LSODA needs
+about 200 and BDF 400-600; far from them (a surrogate trajectory's end point) one LSODA solve ran
+for minutes."""
+
+
+class _SolveTooLong(Exception):
+    """Raised inside the right-hand side once a solve has used ``MAX_EVALUATIONS``."""
+
+
+def _with_effort_cap(right_hand_side):
+    calls = itertools.count(1)
+
+    def capped(*args):
+        if next(calls) > MAX_EVALUATIONS:
+            raise _SolveTooLong
+        return right_hand_side(*args)
+
+    return capped
+
 
 _OBSERVED_CONCENTRATIONS = (
     5.70812264865215, 7.10126075072086, 8.38520678426651, 9.79008249883381, 13.4390409239245,
@@ -157,14 +180,18 @@ class OneCompartmentConcentrations(Op):
         self.dose, self.volume, self.method = float(dose), float(volume), method
 
     def solve(self, k_a: float, K_m: float, V_m: float) -> np.ndarray:
-        """Concentrations at ``times`` (NaN if the solve fails or a parameter is not finite)."""
+        """Concentrations at ``times``.
+
+        NaN if a parameter is not finite or the solve fails, including one that needs more than
+        ``MAX_EVALUATIONS`` right-hand-side evaluations.
+        """
         failed = np.full(len(self.times), np.nan)
         if not np.all(np.isfinite([k_a, K_m, V_m])):
             return failed
         try:
             with np.errstate(all="ignore"):
                 solution = solve_ivp(
-                    _right_hand_side,
+                    _with_effort_cap(_right_hand_side),
                     (0.0, self.times[-1]),
                     [0.0],
                     method=self.method,
@@ -174,7 +201,7 @@ class OneCompartmentConcentrations(Op):
                     rtol=TOLERANCE,
                     atol=TOLERANCE,
                 )
-        except (ValueError, ArithmeticError):  # e.g. a non-finite Jacobian in BDF's LU
+        except (ValueError, ArithmeticError, _SolveTooLong):  # e.g. a non-finite Jacobian
             return failed
         return solution.y[0] if solution.success else failed
 
@@ -194,7 +221,7 @@ class OneCompartmentConcentrations(Op):
 _register_numba_object_mode(OneCompartmentConcentrations)
 
 
-def one_compartment_model(method: str = "BDF") -> pm.Model:
+def one_compartment_model(method: str = "BDF", failed_solve: str = "nan") -> pm.Model:
     """The posteriordb posterior ``one_comp_mm_elim_abs`` as a gradient-free PyMC model.
 
     Parameters
@@ -202,12 +229,18 @@ def one_compartment_model(method: str = "BDF") -> pm.Model:
     method : {"BDF", "LSODA"}
         The ODE solver of :class:`OneCompartmentConcentrations`; BDF defines the posterior,
         LSODA is a cheaper variant for tests.
+    failed_solve : {"nan", "-inf"}
+        The logp where the solve fails: NaN (PyMC's and this package's step methods reject
+        the point), or ``-inf`` through a ``pm.Potential`` named ``failed_solve``, which
+        ``pm.sample_smc`` needs: a NaN logp makes its importance weights NaN ("cannot convert
+        float NaN to integer"). The posterior is the same.
 
     Returns
     -------
     pymc.Model
         Free variables ``k_a``, ``K_m``, ``V_m``, ``sigma`` (scalars, ``HalfCauchy(1)``, log
-        transformed), observed ``C_hat`` (20 values). PyMC's half-Cauchy density is Stan's
+        transformed), observed ``C_hat`` (20 values); with ``failed_solve="-inf"`` also the
+        potential ``failed_solve``. PyMC's half-Cauchy density is Stan's
         ``cauchy(0, 1)`` on a positive parameter plus ``log 2``, so the logp exceeds Stan's by
         ``4 log 2``.
 
@@ -215,6 +248,8 @@ def one_compartment_model(method: str = "BDF") -> pm.Model:
     ----------
     .. [1] posteriordb (stan-dev), posterior ``one_comp_mm_elim_abs-one_comp_mm_elim_abs``.
     """
+    if failed_solve not in FAILED_SOLVE:
+        raise ValueError(f"failed_solve must be one of {FAILED_SOLVE}, got {failed_solve!r}")
     data = one_compartment_data()
     concentrations = OneCompartmentConcentrations(data.times, data.dose, data.volume, method)
     with pm.Model() as model:
@@ -222,6 +257,12 @@ def one_compartment_model(method: str = "BDF") -> pm.Model:
         K_m = pm.HalfCauchy("K_m", beta=1.0)
         V_m = pm.HalfCauchy("V_m", beta=1.0)
         sigma = pm.HalfCauchy("sigma", beta=1.0)
-        mu = pt.log(concentrations(k_a, K_m, V_m))
+        solved_concentrations = concentrations(k_a, K_m, V_m)
+        if failed_solve == "-inf":
+            finite = ~(pt.isnan(solved_concentrations) | pt.isinf(solved_concentrations))
+            solved = pt.all(finite & (solved_concentrations > 0))  # PyTensor 2 has no isfinite
+            pm.Potential("failed_solve", pt.switch(solved, 0.0, -np.inf))
+            solved_concentrations = pt.switch(solved, solved_concentrations, 1.0)
+        mu = pt.log(solved_concentrations)
         pm.LogNormal("C_hat", mu=mu, sigma=sigma, observed=data.concentrations)
     return model

@@ -15,7 +15,9 @@ from pymc_rnshmc.workloads import (
     OneCompartmentConcentrations,
     one_compartment_data,
     one_compartment_model,
+    pharmacokinetics,
 )
+from pymc_rnshmc.workloads.pharmacokinetics import METHODS
 
 FOLDER = (
     Path(__file__).resolve().parents[1]
@@ -110,15 +112,30 @@ def test_the_model_logp_has_no_gradient():
         pytensor.gradient.grad(model.logp(), model.value_vars)
 
 
-def test_a_failed_solve_gives_nan():
+def test_a_failed_solve_gives_nan_or_on_request_minus_infinity():
     data = one_compartment_data()
     op = OneCompartmentConcentrations(data.times, data.dose, data.volume)
     assert np.all(np.isnan(op.solve(np.nan, 1.0, 1.0)))
     assert np.all(np.isnan(op.solve(1e300, 1.0, 1.0)))  # BDF's Jacobian overflows
-    logp = one_compartment_model("LSODA").compile_logp()
     point = unconstrained(REFERENCE_DRAWS[0])
-    assert np.isfinite(logp(point))
-    assert np.isnan(logp(dict(point, k_a_log__=np.inf)))
+    failed = dict(point, k_a_log__=np.log(1e300))  # finite priors, a failed solve
+    logp = one_compartment_model("BDF").compile_logp()
+    assert np.isfinite(logp(point)) and np.isnan(logp(failed))
+    guarded = one_compartment_model("BDF", failed_solve="-inf").compile_logp()
+    assert guarded(point) == logp(point) and guarded(failed) == -np.inf
+    with pytest.raises(ValueError, match="failed_solve must be one of"):
+        one_compartment_model("BDF", failed_solve="zero")
+
+
+def test_a_solve_that_needs_too_many_evaluations_fails(monkeypatch):
+    data = one_compartment_data()
+    draw = REFERENCE_DRAWS[0]
+    for method in METHODS:
+        op = OneCompartmentConcentrations(data.times, data.dose, data.volume, method)
+        assert np.all(np.isfinite(op.solve(*draw[:3])))
+        monkeypatch.setattr(pharmacokinetics, "MAX_EVALUATIONS", 50)  # a reference draw needs 200+
+        assert np.all(np.isnan(op.solve(*draw[:3])))
+        monkeypatch.undo()
 
 
 def test_the_op_and_the_model_pickle():
