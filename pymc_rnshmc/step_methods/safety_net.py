@@ -7,14 +7,14 @@ The chain's own ESS estimate does not see a region it never visits, so the resul
 and is wrong. (The pharmacokinetic ODE without gradients: a values-only surrogate 15 nats too
 high at ``log K_m = 3`` on the ``K_m``-``V_m`` ridge and 87 at 4, where exploration had left no
 training point on the ridge's crest; chains of 2 x 1000 draws visited ``log K_m > 2.64`` in
-1.1 % of draws against the reference's 2.8 %, and put the mean of ``log V_m`` 2.7-5.3 MCSE low
-in five of six seeds.)
+1.1 % of draws against the reference's 2.8 %, and without the net put the mean of ``log V_m``
+3.8-4.3 MCSE low in three of six seeds.)
 
 With the safety net, each draw after tuning is, with a fixed probability drawn independently of
 the chain's state, a transition of an exact kernel that does not use the surrogate: the fixed
 random walk the step explored with when the model has no gradient, PyMC's NUTS with the step
 size and mass matrix it adapted while exploring otherwise. Each of the two kernels leaves the
-posterior invariant, so their mixture does (Tierney 1994, section 2.4), whatever the surrogate.
+posterior invariant, so their mixture does (Tierney 1994), whatever the surrogate.
 The exact moves reach where the surrogate's do not, at their own pace, and the ESS estimate
 then reflects that pace.
 
