@@ -4,6 +4,13 @@ and SMC, per second of the whole call.
     python -m benchmarks.gradient_free                          # the elliptic PDE without adjoint
     python -m benchmarks.gradient_free --workload pharmacokinetics --method LSODA
 
+Each sampler runs one chain (SMC: one run of ``--smc-draws`` particles) in this process, one after
+another, with BLAS on one thread. Its whole ``pm.sample``/``pm.sample_smc`` call is timed; the
+table gives the min bulk and tail ESS over the parameters, ESS per second of the call, log
+densities per draw, and each sampler's ratio to the best baseline's bulk ESS per second. The
+tuning lengths differ by sampler (``--*-tune``): each baseline gets what it needs to converge on
+these posteriors, which is what a PyMC user would give it.
+
 SMC gets the pharmacokinetic model whose failed solves have logp ``-inf`` (its weights cannot
 take NaN); the others get the default (NaN, which they reject). RNSHMC runs twice: with its
 default safety net (on the PDE, d = 20, 5 % of the draws after tuning are steps of the fixed

@@ -437,8 +437,7 @@ class SurrogateHMC(NUTS):
         after tuning only, at most 1.6 MCSE off.
         """
         surrogate_adapt = self.step_adapt
-        if self._exploration_adapt:
-            self.step_adapt = self._exploration_adapt[0]
+        self.step_adapt = self._exploration_adapt[0]  # set whenever the surrogate phase starts
         try:
             q_new, (stats,) = self._exact_draw(q0)
         finally:
