@@ -5,13 +5,18 @@ a simulator wrapped in an ``Op`` does. The checks are the exactness harness's: M
 moments against the analytic posterior, with the surrogate's dynamics after tuning.
 """
 
+import json
 import logging
+from pathlib import Path
 
+import arviz as az
 import numpy as np
+import pymc as pm
 import pytest
 from scipy import stats
 
 from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC, SurrogateWarning
+from pymc_rnshmc.workloads import one_compartment_model
 from pymc_rnshmc.workloads.elliptic_pde import elliptic_pde
 from tests.checks import assert_moments, effective_sample_size, posterior_draws, sample_stat
 from tests.models import (
@@ -133,3 +138,38 @@ def test_the_elliptic_pde_without_its_adjoint_mixes_in_twenty_dimensions():
     assert sample_stat(idata, "accept").mean() > 0.5
     theta = posterior_draws(idata, "theta")
     assert min(effective_sample_size(theta[..., i], "bulk") for i in range(20)) > 200
+
+
+PHARMACOKINETIC_REFERENCE = (
+    Path(__file__).resolve().parents[1]
+    / "data/posteriordb/one_comp_mm_elim_abs-one_comp_mm_elim_abs/log_scale_summary.json"
+)
+
+
+@pytest.mark.slow
+def test_the_pharmacokinetic_ode_matches_posteriordb_on_the_log_scale():
+    """The posteriordb ODE, no gradient: log-scale means within 4 MCSE (the issue's criterion).
+
+    Its default safety net (20 % random-walk draws) is what keeps ``log V_m`` unbiased here:
+    without it five of six seeds were 1.3-4.3 MCSE low (docs/benchmarks.md). The MCSE combines
+    the run's (bulk ESS) and the reference's.
+    """
+    reference = json.loads(PHARMACOKINETIC_REFERENCE.read_text())
+    with one_compartment_model("LSODA"):
+        idata = pm.sample(
+            step=RNSHMC(),
+            tune=1000,
+            draws=1000,
+            chains=2,
+            cores=1,
+            random_seed=35,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    for index, name in enumerate(reference["names"]):
+        draws = np.log(np.asarray(idata.posterior[name].values))
+        ess = float(az.ess(draws, method="bulk"))
+        mcse = np.hypot(draws.std(ddof=1) / np.sqrt(ess), reference["mcse_mean"][index])
+        z = (draws.mean() - reference["mean"][index]) / mcse
+        assert ess > 20, (name, ess)
+        assert abs(z) < 4, (name, z, ess)
