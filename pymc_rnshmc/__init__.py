@@ -5,7 +5,7 @@ the potential ``U = -logp`` to what it saw, and then proposes with the surrogate
 the Metropolis test uses the exact log density, so the chain targets the exact posterior.
 """
 
-from pymc_rnshmc.step_methods import ARNSHMC, RNSHMC, SparseGridHMC, SurrogateWarning
+from pymc_rnshmc.step_methods import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC, SurrogateWarning
 from pymc_rnshmc.surrogates import (
     FitReport,
     PotentialSurrogate,
@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ARNSHMC",
     "RNSHMC",
+    "RNSRMHMC",
     "FitReport",
     "PotentialSurrogate",
     "RandomNetworkSurrogate",

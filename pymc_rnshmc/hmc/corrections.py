@@ -121,8 +121,8 @@ class ExactMetropolis:
         if move.stayed:
             accept, _ = metropolis_accept(0.0, rng)
             return Decision(accept, False, 0.0, None, None)
-        if move.left_trust_region:
-            pass  # rejected, reversibly (see hmc.force_field), not a divergence
+        if move.rejected_unevaluated:
+            pass  # rejected, reversibly (hmc.force_field, hmc.generalized_leapfrog), no divergence
         elif move.failed:
             divergence = self.failure
         else:

@@ -52,6 +52,15 @@ class Move(NamedTuple):
     index : int, optional
         Steps from the start to the proposal along the trajectory (0: the start itself, which
         a NUTS tree can draw); ``None``: the trajectory's end, ``n_steps``.
+    solver_iterations : float
+        Fixed-point iterations per step of an implicit integrator (0 for an explicit one).
+    unconverged : bool
+        An implicit step's iteration did not converge: the move must be rejected.
+    irreversible : bool
+        Integrating back from the end did not return to the start: the move must be rejected.
+    metric_range : tuple of float, optional
+        Smallest and largest eigenvalue of the inverse mass matrix at the start, for a metric
+        that depends on the position (``None``: the proposal's fixed metric).
     """
 
     position: np.ndarray
@@ -69,6 +78,18 @@ class Move(NamedTuple):
     tree_divergent: bool = False
     reached_max_depth: bool = False
     index: int | None = None
+    solver_iterations: float = 0.0
+    unconverged: bool = False
+    irreversible: bool = False
+    metric_range: tuple[float, float] | None = None
+
+    @property
+    def rejected_unevaluated(self) -> bool:
+        """Rejected without evaluating the target, reversibly, and not a divergence.
+
+        It left the surrogate's trust region, or an implicit integrator could not be trusted.
+        """
+        return self.left_trust_region or self.unconverged or self.irreversible
 
     @property
     def stayed(self) -> bool:

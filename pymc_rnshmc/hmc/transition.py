@@ -79,6 +79,10 @@ class DrawResult(NamedTuple):
     tree_depth: int = 0
     index_in_trajectory: int = 0
     reached_max_depth: bool = False
+    solver_iterations: float = 0.0
+    unconverged: bool = False
+    irreversible: bool = False
+    metric_range: tuple[float, float] | None = None
 
 
 def surrogate_potential_or_target(
@@ -162,13 +166,20 @@ def surrogate_transition(
         tree_depth=move.tree_depth,
         index_in_trajectory=move.index_in_trajectory if decision.accepted else 0,
         reached_max_depth=move.reached_max_depth,
+        solver_iterations=move.solver_iterations,
+        unconverged=move.unconverged,
+        irreversible=move.irreversible,
+        metric_range=move.metric_range,
     )
 
 
 def _is_plain_trajectory(move: Move) -> bool:
     """A leapfrog trajectory that ended normally (not a tree, not already rejected)."""
     return not (
-        move.failed or move.left_trust_region or move.stayed or np.isfinite(move.surrogate_accept)
+        move.failed
+        or move.rejected_unevaluated
+        or move.stayed
+        or np.isfinite(move.surrogate_accept)
     )
 
 
@@ -203,7 +214,7 @@ def _agreement(
     if not evaluated), the integrator's acceptance on the surrogate's own Hamiltonian, and how
     much the surrogate misjudged the potential change.
     """
-    if move.failed or move.left_trust_region:
+    if move.failed or move.rejected_unevaluated:
         return np.nan, 0.0, np.nan
     if np.isfinite(move.surrogate_accept):
         return _tree_agreement(start, move, decision)

@@ -3,7 +3,15 @@
 from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
 from pymc_rnshmc.step_methods.rnshmc import RNSHMC
+from pymc_rnshmc.step_methods.rnsrmhmc import RNSRMHMC
 from pymc_rnshmc.step_methods.sparse_grid_hmc import SparseGridHMC
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
 
-__all__ = ["ARNSHMC", "RNSHMC", "SparseGridHMC", "SurrogateHMC", "SurrogateWarning"]
+__all__ = [
+    "ARNSHMC",
+    "RNSHMC",
+    "RNSRMHMC",
+    "SparseGridHMC",
+    "SurrogateHMC",
+    "SurrogateWarning",
+]

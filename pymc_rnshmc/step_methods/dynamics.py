@@ -14,19 +14,100 @@ Two parts with one small protocol, chosen by the samplers' ``dynamics`` option:
   removes, so the weights would stop the trees early or pick states at random; and a potential
   that is NaN outside a box makes every tree that reaches the box's edge divergent.
 
-Either way a draw costs one exact logp and no exact gradient after tuning.
+* :class:`RiemannianDynamics` (RNS-RMHMC): the
+  generalized leapfrog on the surrogate's SoftAbs curvature, accepted by the Metropolis test on
+  the exact Riemannian Hamiltonian; built by :class:`~pymc_rnshmc.RNSRMHMC` with its options.
+
+Either way a draw costs one exact logp and no exact gradient after tuning. Each part also
+chooses its own settings on the fitted surrogate (:meth:`Dynamics.choose`) from what the step
+knows then (:class:`DynamicsSetting`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-from pymc_rnshmc.hmc.corrections import Correction, DelayedAcceptance, ExactMetropolis
-from pymc_rnshmc.hmc.proposals import LeapfrogProposal, NutsProposal, Proposal
-from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryCandidate
-from pymc_rnshmc.surrogates.base import Capabilities
+import numpy as np
 
-__all__ = ["DYNAMICS", "Dynamics", "LeapfrogDynamics", "NutsDynamics", "get_dynamics"]
+from pymc_rnshmc.hmc.corrections import Correction, DelayedAcceptance, ExactMetropolis
+from pymc_rnshmc.hmc.generalized_leapfrog import SolverSettings
+from pymc_rnshmc.hmc.proposals import LeapfrogProposal, NutsProposal, Proposal
+from pymc_rnshmc.hmc.riemannian_metric import METRIC_KINDS, SurrogateGeometry
+from pymc_rnshmc.hmc.riemannian_proposal import RiemannianProposal
+from pymc_rnshmc.hmc.riemannian_tuning import choose_riemannian_trajectory, path_length_candidates
+from pymc_rnshmc.hmc.trajectory_candidates import choose_trajectory
+from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryCandidate, TrajectoryChoice
+from pymc_rnshmc.surrogates.base import Capabilities, for_simulation
+
+__all__ = [
+    "DYNAMICS",
+    "Dynamics",
+    "DynamicsSetting",
+    "LeapfrogDynamics",
+    "NutsDynamics",
+    "RiemannianDynamics",
+    "get_dynamics",
+]
+
+
+@dataclass(frozen=True)
+class DynamicsSetting:
+    """What the step knows when it chooses its dynamics' settings on a fitted surrogate.
+
+    Attributes
+    ----------
+    positions, gradients : ndarray
+        The training draws and their gradients (exact, or the surrogate's without them).
+    explorer_variances : ndarray or None
+        The exact explorer's adapted diagonal metric, if it has one.
+    extra_metrics : tuple
+        Further candidate metrics (the surrogate's curvature, the random walk's covariance).
+    step_size : float
+        First guess of the step-size search.
+    target_accept : float
+        Acceptance on the surrogate's own Hamiltonian to choose the step size for.
+    max_steps : int
+    rng : numpy.random.Generator
+    path_length : float or None
+        The user's path length, if given.
+    simulated_draws : int
+        Length of each simulated chain per candidate.
+    refit : bool
+        A refit, whose previous choice (``previous``) searched widely already.
+    previous : TrajectoryCandidate or None
+    """
+
+    positions: np.ndarray
+    gradients: np.ndarray
+    explorer_variances: np.ndarray | None
+    extra_metrics: tuple
+    step_size: float
+    target_accept: float
+    max_steps: int
+    rng: np.random.Generator
+    path_length: float | None
+    simulated_draws: int
+    refit: bool = False
+    previous: TrajectoryCandidate | None = None
+
+
+def _choose_constant_metric(surrogate, setting: DynamicsSetting, scan_lengths: bool):
+    return choose_trajectory(
+        for_simulation(surrogate),
+        setting.explorer_variances,
+        setting.positions,
+        setting.gradients,
+        step_size=setting.step_size,
+        target_accept=setting.target_accept,
+        max_steps=setting.max_steps,
+        rng=setting.rng,
+        path_length=setting.path_length,
+        simulated_draws=setting.simulated_draws,
+        extra_metrics=setting.extra_metrics,
+        refit=setting.refit,
+        scan_lengths=scan_lengths,
+    )
 
 
 class Dynamics(Protocol):
@@ -41,6 +122,10 @@ class Dynamics(Protocol):
 
     def check(self, surrogate, sampler: str) -> None:
         """Raise ``ValueError`` if these dynamics cannot run on ``surrogate``."""
+        ...
+
+    def choose(self, surrogate, setting: DynamicsSetting) -> TrajectoryChoice:
+        """Metric, step size (and path length) on the fitted ``surrogate``, by simulation."""
         ...
 
     def proposal(
@@ -66,6 +151,10 @@ class LeapfrogDynamics:
 
     def check(self, surrogate, sampler: str) -> None:
         """Any surrogate with a gradient will do."""
+
+    def choose(self, surrogate, setting: DynamicsSetting) -> TrajectoryChoice:
+        """The candidate metrics, each at its quarter period, then path lengths around it."""
+        return _choose_constant_metric(surrogate, setting, scan_lengths=True)
 
     def proposal(
         self, choice: TrajectoryCandidate, max_steps: int, max_depth: int, max_energy_change: float
@@ -98,6 +187,10 @@ class NutsDynamics:
                 "dynamics='hmc'."
             )
 
+    def choose(self, surrogate, setting: DynamicsSetting) -> TrajectoryChoice:
+        """The candidate metrics only: each tree chooses its own length."""
+        return _choose_constant_metric(surrogate, setting, scan_lengths=False)
+
     def proposal(
         self, choice: TrajectoryCandidate, max_steps: int, max_depth: int, max_energy_change: float
     ) -> Proposal:
@@ -107,11 +200,115 @@ class NutsDynamics:
         return DelayedAcceptance(max_energy_change)
 
 
+SOFTABS_FLOOR = 0.01
+"""Default SoftAbs sharpness: eigenvalues of ``G`` are lifted to about this share of the
+smallest curvature the training draws show (one over their largest variance), so that no
+direction moves more than ten posterior sds per unit of momentum where the surrogate is flat or
+concave."""
+RIEMANNIAN_CHAINS = 4
+"""Simulated chains when choosing the Riemannian dynamics' settings."""
+
+
+class RiemannianDynamics:
+    """The generalized leapfrog on the surrogate's SoftAbs curvature, corrected exactly.
+
+    Parameters
+    ----------
+    metric : {"softabs", "diagonal"}
+        SoftAbs of the surrogate's Hessian, or of its diagonal (the RNS-RMHMC paper's metric for
+        the elliptic PDE; ``O(s d)`` per evaluation instead of ``O(s d^2 + d^3)``).
+    softabs_alpha : float, optional
+        SoftAbs sharpness; default from the training draws (:data:`SOFTABS_FLOOR`).
+    tolerance : float
+        Relative tolerance of the fixed-point iterations.
+    max_iterations : int
+        Fixed-point iterations of one implicit equation before the trajectory is rejected.
+    check_reversibility : bool
+        Integrate every trajectory back and reject it unless it returns to its start.
+    """
+
+    name = "riemannian"
+    chooses_path_length = True
+    # a step costs tens of surrogate gradients, so a lower target than the leapfrog's 0.95
+    target_accept = 0.9
+    uses_cached_force = False
+
+    def __init__(
+        self,
+        metric: str = "softabs",
+        softabs_alpha: float | None = None,
+        tolerance: float = 1e-9,
+        max_iterations: int = 100,
+        check_reversibility: bool = True,
+    ) -> None:
+        if metric not in METRIC_KINDS:
+            raise ValueError(f"metric must be one of {METRIC_KINDS}; got {metric!r}.")
+        self.metric = metric
+        self.softabs_alpha = softabs_alpha
+        self.settings = SolverSettings(float(tolerance), int(max_iterations))
+        self.check_reversibility = bool(check_reversibility)
+
+    def check(self, surrogate, sampler: str) -> None:
+        """Refuse surrogates without closed-form curvature (only the additive network has it)."""
+        if getattr(surrogate, "hidden_units", None) != "additive" or not hasattr(
+            surrogate, "ridge_form"
+        ):
+            raise ValueError(
+                f"{sampler} needs the random network surrogate with additive units (its Hessian "
+                f"and third derivatives are closed-form); got {type(surrogate).__name__}"
+                f"{' with radial units' if hasattr(surrogate, 'ridge_form') else ''}."
+            )
+
+    def alpha(self, positions: np.ndarray) -> float:
+        """The SoftAbs sharpness: the given one, or from the training draws' spread."""
+        if self.softabs_alpha is not None:
+            return float(self.softabs_alpha)
+        covariance = np.atleast_2d(np.cov(positions, rowvar=False))
+        largest = float(np.linalg.eigvalsh(covariance)[-1])
+        if not (np.isfinite(largest) and largest > 0):
+            raise ValueError("the training draws do not spread: no scale for the SoftAbs metric")
+        return largest / SOFTABS_FLOOR
+
+    def choose(self, surrogate, setting: DynamicsSetting) -> TrajectoryChoice:
+        """Step size and path length around a quarter period, on the surrogate's geometry."""
+        geometry = SurrogateGeometry(
+            surrogate.ridge_form(), self.metric, self.alpha(setting.positions)
+        )
+        positions = setting.positions
+        chosen = np.linspace(0, positions.shape[0] - 1, min(RIEMANNIAN_CHAINS, len(positions)))
+        previous = None if setting.previous is None else setting.previous.path_length
+        return choose_riemannian_trajectory(
+            geometry,
+            positions[chosen.round().astype(int)],
+            setting.step_size if setting.previous is None else setting.previous.step_size,
+            setting.target_accept,
+            path_length_candidates(previous, setting.path_length),
+            setting.rng,
+            self.settings,
+            max_steps=setting.max_steps,
+        )
+
+    def proposal(
+        self, choice: TrajectoryCandidate, max_steps: int, max_depth: int, max_energy_change: float
+    ) -> Proposal:
+        return RiemannianProposal(
+            choice.metric, choice.path_length, max_steps, self.settings, self.check_reversibility
+        )
+
+    def correction(self, max_energy_change: float) -> Correction:
+        return ExactMetropolis(max_energy_change)
+
+
 DYNAMICS: dict[str, Dynamics] = {"hmc": LeapfrogDynamics(), "nuts": NutsDynamics()}
 
 
-def get_dynamics(name: str) -> Dynamics:
-    """The dynamics called ``name``; the error lists the valid names."""
+def get_dynamics(name: str | Dynamics) -> Dynamics:
+    """The dynamics called ``name`` (or ``name`` itself, if it is a part already).
+
+    The error lists the valid names.
+    """
+    if not isinstance(name, str) and hasattr(name, "choose"):
+        return name
     try:
         return DYNAMICS[name]
     except (KeyError, TypeError):

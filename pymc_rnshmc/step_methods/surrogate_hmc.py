@@ -66,7 +66,7 @@ from pymc_rnshmc.hmc.force_field import (
     force_bound,
 )
 from pymc_rnshmc.hmc.metrics import DenseMetric
-from pymc_rnshmc.hmc.trajectory_candidates import choose_trajectory, rows
+from pymc_rnshmc.hmc.trajectory_candidates import rows
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import (
     CachedPoint,
@@ -75,7 +75,7 @@ from pymc_rnshmc.hmc.transition import (
     surrogate_transition,
 )
 from pymc_rnshmc.step_methods.blas import single_blas_thread
-from pymc_rnshmc.step_methods.dynamics import get_dynamics
+from pymc_rnshmc.step_methods.dynamics import DynamicsSetting, get_dynamics
 from pymc_rnshmc.step_methods.exact_model import ExactModel, has_gradient
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
@@ -762,7 +762,8 @@ class SurrogateHMC(NUTS):
             "warning": warning,
         }
         # the metric the draw used, not PyMC's mass matrix (which only the exploration uses)
-        stats["smallest_eigval"], stats["largest_eigval"] = self._proposal.metric.eigenvalue_range()
+        metric_range = result.metric_range or self._proposal.metric.eigenvalue_range()
+        stats["smallest_eigval"], stats["largest_eigval"] = metric_range
         return stats
 
     def _divergence_warning(self, message: str) -> SamplerWarning:
@@ -924,21 +925,22 @@ class SurrogateHMC(NUTS):
                     extra_metrics.append(DenseMetric(covariance))
             except np.linalg.LinAlgError:
                 pass
-        return choose_trajectory(
-            for_simulation(surrogate),
-            explorer_variances,
-            positions,
-            gradients,
+        previous = self.trajectory_choice if refit else None
+        setting = DynamicsSetting(
+            positions=positions,
+            gradients=gradients,
+            explorer_variances=explorer_variances,
+            extra_metrics=tuple(extra_metrics),
             step_size=float(self.step_adapt.current(False)),
             target_accept=self.surrogate_target_accept,
             max_steps=self.max_steps,
             rng=self.rng.spawn(1)[0],
             path_length=self.user_path_length,
             simulated_draws=self.schedule.simulated_draws,
-            extra_metrics=tuple(extra_metrics),
             refit=refit,
-            scan_lengths=self.dynamics.chooses_path_length,
+            previous=None if previous is None else previous.best,
         )
+        return self.dynamics.choose(surrogate, setting)
 
     def _start_surrogate_phase(
         self,

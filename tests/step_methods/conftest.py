@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC
+from pymc_rnshmc import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC
 from pymc_rnshmc.step_methods.arnshmc import ADAPTIVE_SURROGATE_HMC_STATS
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
+from pymc_rnshmc.step_methods.rnsrmhmc import RIEMANNIAN_STATS
 from pymc_rnshmc.step_methods.sparse_grid_hmc import SPARSE_GRID_HMC_STATS
 
 TUNE, DRAWS = 300, 200
@@ -55,6 +56,7 @@ SAMPLERS = [
     SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS, options={"dynamics": "nuts"}),
     SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS, black_box=True),
     SamplerCase(ARNSHMC, exploration=60, stats=ADAPTIVE_SURROGATE_HMC_STATS),
+    SamplerCase(RNSRMHMC, exploration=200, stats=RIEMANNIAN_STATS),
     SamplerCase(
         SparseGridHMC, exploration=100, stats=SPARSE_GRID_HMC_STATS, gradient_free_draws=False
     ),

@@ -1,7 +1,9 @@
 """Activation functions of the random hidden units and the derivatives the surrogate needs.
 
-Only the first derivative enters the surrogate's gradient (the force of the surrogate dynamics);
-the value enters the surrogate potential, which is used for diagnostics and value rows of the fit.
+The first derivative enters the surrogate's gradient (the force of the surrogate dynamics); the
+value enters the surrogate potential, which is used for diagnostics and value rows of the fit;
+the second and third enter the curvature that Riemannian dynamics use as their metric
+(:mod:`pymc_rnshmc.surrogates.network.curvature`).
 All functions are numpy ufunc compositions, so they work on scalars and arrays of any shape and
 stay finite for large arguments (``logaddexp``, ``expit`` and ``tanh`` never overflow).
 """
@@ -33,12 +35,15 @@ class Activation:
     value_and_derivative : callable, optional
         ``x -> (a(x), a'(x))`` when computing both together is cheaper (a NUTS tree on the
         surrogate needs both at every step).
+    higher_derivatives : callable, optional
+        ``x -> (a', a'', a''')`` at ``x``, for the surrogate's curvature and its derivatives.
     """
 
     name: str
     value: Callable[[np.ndarray], np.ndarray]
     derivative: Callable[..., np.ndarray]
     value_and_derivative: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+    higher_derivatives: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None = None
 
     def both(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``a(x)`` and ``a'(x)`` together, sharing work where the activation allows."""
@@ -91,11 +96,36 @@ def _negative_sine(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.negative(s, out=s)
 
 
+def _softplus_higher(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    s = expit(x)
+    second = s * (1.0 - s)
+    return s, second, second * (1.0 - 2.0 * s)
+
+
+def _tanh_higher(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    t = np.tanh(x)
+    first = 1.0 - t * t
+    return first, -2.0 * t * first, first * (6.0 * t * t - 2.0)
+
+
+def _logistic_higher(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    s = expit(x)
+    first = s * (1.0 - s)
+    return first, first * (1.0 - 2.0 * s), first * (1.0 - 6.0 * s + 6.0 * s * s)
+
+
+def _cosine_higher(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    sine = np.sin(x)
+    return -sine, -np.cos(x), sine
+
+
 ACTIVATIONS: dict[str, Activation] = {
-    "softplus": Activation("softplus", _softplus, _sigmoid, _softplus_and_sigmoid),
-    "tanh": Activation("tanh", np.tanh, _tanh_derivative),
-    "logistic": Activation("logistic", _sigmoid, _logistic_derivative),
-    "cosine": Activation("cosine", np.cos, _negative_sine),
+    "softplus": Activation(
+        "softplus", _softplus, _sigmoid, _softplus_and_sigmoid, _softplus_higher
+    ),
+    "tanh": Activation("tanh", np.tanh, _tanh_derivative, None, _tanh_higher),
+    "logistic": Activation("logistic", _sigmoid, _logistic_derivative, None, _logistic_higher),
+    "cosine": Activation("cosine", np.cos, _negative_sine, None, _cosine_higher),
 }
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number
 from pymc_rnshmc.exceptions import SurrogateFitError
 from pymc_rnshmc.surrogates.network.activations import get_activation
+from pymc_rnshmc.surrogates.network.curvature import RidgeForm
 from pymc_rnshmc.surrogates.network.held_out_selection import (
     NEGLIGIBLE_ERROR,
     HeldOutChoice,
@@ -713,6 +714,34 @@ class RandomNetworkSurrogate:
             hessian = np.ascontiguousarray(0.5 * (hessian + hessian.T))
             linear = np.ascontiguousarray(inverse.T @ self.quadratic_part.linear)
         self._folded = (weights, biases, hessian, linear)
+
+    def ridge_form(self) -> RidgeForm:
+        """The fitted network in the sampler's coordinates, to third order (Riemannian dynamics).
+
+        Raises
+        ------
+        ValueError
+            If the surrogate is not fitted, its units are not additive, or its activation has
+            no third derivative.
+        """
+        folded = getattr(self, "_folded", None)
+        if folded is None or self.layer._activation.higher_derivatives is None:
+            raise ValueError(
+                "The surrogate's curvature needs a fitted network of additive units with a "
+                "smooth activation (hidden_units='additive')."
+            )
+        weights, biases, hessian, linear = folded
+        dim = weights.shape[1]
+        return RidgeForm(
+            weights,
+            biases,
+            np.asarray(self.coefficients, dtype=float),
+            self.layer._activation,
+            np.zeros((dim, dim)) if hessian is None else hessian,
+            np.zeros(dim) if linear is None else linear,
+            self.whitening.centre,
+            float(self.offset),
+        )
 
     def potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
         """``U~`` and its gradient at one point ``(d,)``, sharing the hidden layer's work."""
