@@ -23,7 +23,7 @@ from benchmarks.convergence import (
     pymc_chain_timelines,
     pymc_timeline,
 )
-from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.step_methods import SurrogateHMC
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 
 RESULTS = Path(__file__).parent / "results"
@@ -192,7 +192,7 @@ def run_pymc(
             stats["surrogate_refreshes"].values[0, -1] - warmup["surrogate_refreshes"].values[0, -1]
         )
         result["estimator_points"] = int(stats["estimator_points"].values[0, -1])
-    if isinstance(step, RNSHMC) and step.surrogate is not None:
+    if isinstance(step, SurrogateHMC) and step.surrogate is not None:
         report = getattr(step.surrogate, "report", None)
         result["surrogate_fit_seconds"] = None if report is None else report.seconds
         result["setup_seconds"] = step.setup_seconds

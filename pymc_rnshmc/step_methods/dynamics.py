@@ -200,11 +200,13 @@ class NutsDynamics:
         return DelayedAcceptance(max_energy_change)
 
 
-SOFTABS_FLOOR = 0.01
-"""Default SoftAbs sharpness: eigenvalues of ``G`` are lifted to about this share of the
-smallest curvature the training draws show (one over their largest variance), so that no
-direction moves more than ten posterior sds per unit of momentum where the surrogate is flat or
-concave."""
+SOFTABS_FLOOR = 1.0
+"""Default SoftAbs sharpness: eigenvalues of ``G`` are lifted to about this multiple of the
+smallest curvature the training draws show (one over their largest variance). Where the
+surrogate's Hessian has an eigenvalue crossing zero (the banana, away from its ridge), SoftAbs
+smooths ``|l|`` over that scale: at 0.01 of it the metric changed so sharply there that the
+simulated step size fell to 0.02 for a path of 0.79 (37 steps) and the banana's bulk ESS to
+12-43 of 4000 draws; at 1, 2 steps of 0.81 and 86-193."""
 RIEMANNIAN_CHAINS = 4
 """Simulated chains when choosing the Riemannian dynamics' settings."""
 

@@ -72,9 +72,17 @@ class RNSRMHMC(SurrogateHMC):
     n_hidden, activation, quadratic, penalty, surrogate : optional
         As for :class:`~pymc_rnshmc.RNSHMC` (additive units only: a given ``surrogate`` must
         be a :class:`~pymc_rnshmc.RandomNetworkSurrogate` with ``hidden_units="additive"``).
-    exploration_steps, training_window, path_length, max_steps : optional
+    exploration_steps, training_window, path_length : optional
         As for :class:`~pymc_rnshmc.RNSHMC`; by default the path length is chosen around a
         quarter oscillation (``pi / 2``) by simulating on the surrogate, with the step size.
+    max_steps : int
+        Largest number of generalized leapfrog steps of a trajectory. Where the surrogate's
+        curvature fits the posterior, a quarter oscillation takes a few steps (the paper used
+        2 to 6); a surrogate whose geometry needs more than 50 is not worth a step that costs
+        tens of surrogate gradients: if no path length can be simulated within ``max_steps``,
+        the sampler says so and continues with exact NUTS. (On the centred eight schools, a
+        surrogate with 59 % held-out gradient error chose a step of 0.0017 for a path of 0.79,
+        470 steps a trajectory, about a second a draw.)
     target_accept, start_error, refit_during_tuning, safety_net : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     surrogate_target_accept : float, optional
@@ -120,7 +128,7 @@ class RNSRMHMC(SurrogateHMC):
         exploration_steps: int | None = None,
         training_window: int | None = None,
         path_length: float | None = None,
-        max_steps: int = 1024,
+        max_steps: int = 50,
         target_accept: float = 0.8,
         surrogate_target_accept: float | None = None,
         start_error: float | None = 0.3,

@@ -3,6 +3,11 @@
 Nothing else in the package imports this subpackage (``tests/test_layers.py`` checks it).
 """
 
+from pymc_rnshmc.workloads.hierarchical import (
+    EIGHT_SCHOOLS,
+    eight_schools_centered,
+    neals_funnel,
+)
 from pymc_rnshmc.workloads.papers import (
     WORKLOADS,
     banana,
@@ -20,14 +25,17 @@ from pymc_rnshmc.workloads.pharmacokinetics import (
 )
 
 __all__ = [
+    "EIGHT_SCHOOLS",
     "WORKLOADS",
     "OneCompartmentConcentrations",
     "OneCompartmentData",
     "banana",
     "banana_data",
+    "eight_schools_centered",
     "gaussian_process",
     "logistic_regression",
     "logistic_regression_data",
+    "neals_funnel",
     "one_compartment_data",
     "one_compartment_model",
     "small_logistic_regression",

@@ -25,7 +25,7 @@ import pymc as pm
 import pytest
 from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 
-from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC
+from pymc_rnshmc import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC
 from tests.checks import assert_moments, posterior_draws, sample_stat
 
 POSTERIORDB = Path(__file__).resolve().parents[1] / "data" / "posteriordb"
@@ -187,6 +187,27 @@ CASES = [
         step_options={"target_accept": 0.95},
         variant="arnshmc",
         step_class=ARNSHMC,
+    ),
+    # RNSRMHMC: the generalized leapfrog on the surrogate's SoftAbs curvature
+    PosteriorCase(
+        name="sblrc-blr",
+        build_model=bayesian_linear_regression,
+        tune=500,
+        draws=1000,
+        exploration_steps=350,
+        seed=2051,
+        variant="rnsrmhmc",
+        step_class=RNSRMHMC,
+    ),
+    PosteriorCase(
+        name="arK-arK",
+        build_model=autoregression,
+        tune=500,
+        draws=1000,
+        exploration_steps=350,
+        seed=2052,
+        variant="rnsrmhmc",
+        step_class=RNSRMHMC,
     ),
     # SparseGridHMC on a three-parameter posterior with an extreme correlation: its Laplace box
     # follows the correlation
