@@ -1,61 +1,30 @@
-"""Sample the RNS-HMC paper's logistic regression with PyMC's NUTS, RNSHMC and ARNSHMC; compare.
+"""Sample the RNS-HMC paper's logistic regression with NUTS, RNSHMC and ARNSHMC, and compare.
 
     python examples/logistic_regression.py                      # d = 50, N = 20 000, 2 chains
     python examples/logistic_regression.py --n-obs 100000       # the paper's size
     python examples/logistic_regression.py --n-obs 500 --dim 5 --tune 300 --draws 200   # smoke
 
-Prints, per sampler: wall time of the whole ``pm.sample`` call, time of the draws after tuning,
-minimum bulk and tail ESS, ESS per second (of the draws and of the whole call), acceptance,
-exact evaluations per draw, and how far the surrogate samplers' posterior means are from NUTS's
-in Monte Carlo standard errors. ARNSHMC runs with half the tuning (``--arnshmc-tune``).
+One call of :func:`pymc_rnshmc.compare_samplers` runs PyMC's NUTS, nutpie (when installed),
+``RNSHMC`` and ``ARNSHMC`` with the same tuning, draws and seed, and prints its table: wall time
+of the whole ``pm.sample`` call and of the draws after tuning, ESS (ArviZ) and ESS per second of
+each, exact evaluations per draw, acceptance, divergences, and how far each posterior mean is
+from NUTS's in Monte Carlo standard errors. ``--figures DIR`` also saves its two figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one BLAS thread: multithreaded BLAS slows logp
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import arviz as az
-import numpy as np
 import pymc as pm
-import xarray as xr
 
-from pymc_rnshmc import ARNSHMC, RNSHMC
+from pymc_rnshmc import ARNSHMC, RNSHMC, compare_samplers
+from pymc_rnshmc.comparison import NUTS_NAME
 from pymc_rnshmc.workloads import logistic_regression
-
-
-def summarize(idata, wall_seconds: float) -> dict:
-    """Headline numbers of one ``pm.sample`` result."""
-    stats = idata.sample_stats
-    beta = idata.posterior["beta"]
-    dataset = xr.Dataset({"beta": beta})
-    bulk = np.asarray(az.ess(dataset, method="bulk")["beta"].values)
-    tail = np.asarray(az.ess(dataset, method="tail")["beta"].values)
-    sampling_seconds = float(stats["perf_counter_diff"].sum())
-    acceptance = stats["accept"] if "accept" in stats else stats["acceptance_rate"]
-    if "n_gradient_evals" in stats:
-        gradients = float(stats["n_gradient_evals"].mean())
-        logps = float(stats["n_logp_evals"].mean())
-    else:  # PyMC NUTS: one joint logp-and-gradient evaluation per leapfrog step, plus the start
-        gradients = logps = float(stats["n_steps"].mean()) + 1.0
-    return {
-        "wall s": wall_seconds,
-        "draws s": sampling_seconds,
-        "min bulk ESS": bulk.min(),
-        "min tail ESS": tail.min(),
-        "bulk ESS/s": bulk.min() / sampling_seconds,
-        "whole ESS/s": bulk.min() / wall_seconds,
-        "accept": float(acceptance.mean()),
-        "grads/draw": gradients,
-        "logps/draw": logps,
-        "mean": beta.mean(("chain", "draw")).values,
-        "sd": beta.std(("chain", "draw")).values,
-        "bulk": bulk,
-    }
 
 
 def main() -> None:
@@ -67,50 +36,38 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--cores", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--arnshmc-tune", type=int, help="default: half of --tune")
+    parser.add_argument("--no-nutpie", action="store_true", help="leave nutpie out")
+    parser.add_argument("--figures", type=Path, help="save the ESS and error figures here")
     args = parser.parse_args()
-    steps = {"NUTS": pm.NUTS, "RNSHMC": RNSHMC, "ARNSHMC": ARNSHMC}
-    tunes = dict.fromkeys(steps, args.tune)
-    tunes["ARNSHMC"] = args.arnshmc_tune or args.tune // 2
 
     model = logistic_regression(n_obs=args.n_obs, dim=args.dim)
     print(f"Logistic regression: d = {args.dim}, N = {args.n_obs}, pymc {pm.__version__}")
-    results = {}
-    for name, step_class in steps.items():
-        with model:
-            step = step_class()
-            start = time.perf_counter()
-            idata = pm.sample(
-                step=step,
-                tune=tunes[name],
-                draws=args.draws,
-                chains=args.chains,
-                cores=args.cores,
-                random_seed=args.seed,
-                progressbar=False,
-                compute_convergence_checks=False,
-            )
-        results[name] = summarize(idata, time.perf_counter() - start)
-
-    columns = ["wall s", "draws s", "min bulk ESS", "min tail ESS", "bulk ESS/s", "whole ESS/s"]
-    columns += ["accept", "grads/draw", "logps/draw"]
-    print("\n" + " | ".join(["sampler".ljust(7)] + [c.rjust(12) for c in columns]))
-    for name, result in results.items():
-        cells = [f"{result[c]:12.3g}" for c in columns]
-        print(" | ".join([name.ljust(7), *cells]))
-    nuts = results["NUTS"]
+    comparison = compare_samplers(
+        model,
+        samplers={"RNSHMC": RNSHMC, "ARNSHMC": ARNSHMC},
+        tune=args.tune,
+        draws=args.draws,
+        chains=args.chains,
+        cores=args.cores,
+        random_seed=args.seed,
+        nutpie=False if args.no_nutpie else None,
+        progressbar=False,
+    )
+    print(comparison)
+    table = comparison.table
     for name in ("RNSHMC", "ARNSHMC"):
-        result = results[name]
-        draws = result["bulk ESS/s"] / nuts["bulk ESS/s"]
-        whole = result["whole ESS/s"] / nuts["whole ESS/s"]
-        mcse = np.sqrt(nuts["sd"] ** 2 / nuts["bulk"] + result["sd"] ** 2 / result["bulk"])
-        z = np.abs(result["mean"] - nuts["mean"]) / mcse
+        draws = table.loc[name, "bulk ESS/s (draws)"] / table.loc[NUTS_NAME, "bulk ESS/s (draws)"]
+        call = table.loc[name, "bulk ESS/s (call)"] / table.loc[NUTS_NAME, "bulk ESS/s (call)"]
         print(
             f"\n{name} / NUTS bulk ESS per second of draws: {draws:.1f}x, of the whole call: "
-            f"{whole:.1f}x (tune {tunes[name]} vs {tunes['NUTS']})\n"
-            f"{name}: largest difference of posterior means from NUTS: {z.max():.2f} MCSE "
-            f"(median {np.median(z):.2f})"
+            f"{call:.1f}x; largest difference of posterior means from NUTS: "
+            f"{table.loc[name, 'max |dmean| (MCSE)']:.2f} MCSE"
         )
+    if args.figures is not None:
+        args.figures.mkdir(parents=True, exist_ok=True)
+        comparison.plot_ess().figure.savefig(args.figures / "ess_per_second.png", dpi=120)
+        comparison.plot_error_vs_time().figure.savefig(args.figures / "error_vs_time.png", dpi=120)
+        print(f"figures saved in {args.figures}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ the potential ``U = -logp`` to what it saw, and then proposes with the surrogate
 the Metropolis test uses the exact log density, so the chain targets the exact posterior.
 """
 
+from pymc_rnshmc.comparison import SamplerComparison, compare_samplers
 from pymc_rnshmc.step_methods import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC, SurrogateWarning
 from pymc_rnshmc.surrogates import (
     FitReport,
@@ -22,8 +23,10 @@ __all__ = [
     "FitReport",
     "PotentialSurrogate",
     "RandomNetworkSurrogate",
+    "SamplerComparison",
     "SparseGridHMC",
     "SurrogateFitError",
     "SurrogateWarning",
     "__version__",
+    "compare_samplers",
 ]

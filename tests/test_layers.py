@@ -35,7 +35,14 @@ ALLOWED = {
         "pymc_rnshmc.step_methods",
     },
     "workloads": None,  # anything
-    "__init__": {"pymc_rnshmc.step_methods", "pymc_rnshmc.surrogates", "pymc_rnshmc.exceptions"},
+    # the user-facing comparison sits on top of the step layer
+    "comparison": LEAVES | {"pymc_rnshmc.step_methods"},
+    "__init__": {
+        "pymc_rnshmc.step_methods",
+        "pymc_rnshmc.surrogates",
+        "pymc_rnshmc.exceptions",
+        "pymc_rnshmc.comparison",
+    },
 }
 NUMPY_ONLY = {"exceptions", "_checks", "surrogates", "hmc", "exploration"}
 FORBIDDEN_IN_NUMPY_LAYERS = ("pymc", "pytensor")

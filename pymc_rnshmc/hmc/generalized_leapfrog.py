@@ -66,18 +66,26 @@ def _close(new: np.ndarray, old: np.ndarray, tolerance: float) -> bool:
     return bool(np.max(np.abs(new - old)) <= tolerance * (1.0 + np.max(np.abs(new))))
 
 
-def _momentum_half_step(local, momentum, half_step, settings):
-    """Solve ``p' = p - h [grad phi - 1/2 nu(p')]``; returns ``(p', iterations, converged)``."""
-    gradient = local.phi_gradient
-    guess = momentum - half_step * gradient
+def _fixed_point(update, guess: np.ndarray, settings: SolverSettings):
+    """Iterate ``x <- update(x)`` from ``guess``; returns ``(x, iterations, converged)``."""
     for iteration in range(1, settings.max_iterations + 1):
-        new = momentum - half_step * (gradient - 0.5 * local.nu(guess))
+        new = update(guess)
         if not np.all(np.isfinite(new)):
             return new, iteration, False
         if _close(new, guess, settings.tolerance):
             return new, iteration, True
         guess = new
     return guess, settings.max_iterations, False
+
+
+def _momentum_half_step(local, momentum, half_step, settings):
+    """Solve ``p' = p - h [grad phi - 1/2 nu(p')]``; returns ``(p', iterations, converged)``."""
+    gradient = local.phi_gradient
+    return _fixed_point(
+        lambda guess: momentum - half_step * (gradient - 0.5 * local.nu(guess)),
+        momentum - half_step * gradient,
+        settings,
+    )
 
 
 def _position_step(local, position, momentum, step_size, geometry, settings):
@@ -86,16 +94,13 @@ def _position_step(local, position, momentum, step_size, geometry, settings):
     Returns ``(q'', iterations, converged)``.
     """
     start_velocity = local.velocity(momentum)
-    guess = position + step_size * start_velocity
-    for iteration in range(1, settings.max_iterations + 1):
-        velocity = geometry.at(guess).velocity(momentum)
-        new = position + 0.5 * step_size * (start_velocity + velocity)
-        if not np.all(np.isfinite(new)):
-            return new, iteration, False
-        if _close(new, guess, settings.tolerance):
-            return new, iteration, True
-        guess = new
-    return guess, settings.max_iterations, False
+    return _fixed_point(
+        lambda guess: (
+            position + 0.5 * step_size * (start_velocity + geometry.at(guess).velocity(momentum))
+        ),
+        position + step_size * start_velocity,
+        settings,
+    )
 
 
 def integrate(
