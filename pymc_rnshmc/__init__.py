@@ -6,6 +6,7 @@ the Metropolis test uses the exact log density, so the chain targets the exact p
 """
 
 from pymc_rnshmc.comparison import SamplerComparison, compare_samplers
+from pymc_rnshmc.diagnostics import plot_surrogate
 from pymc_rnshmc.step_methods import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC, SurrogateWarning
 from pymc_rnshmc.surrogates import (
     FitReport,
@@ -29,4 +30,5 @@ __all__ = [
     "SurrogateWarning",
     "__version__",
     "compare_samplers",
+    "plot_surrogate",
 ]

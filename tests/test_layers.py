@@ -37,11 +37,13 @@ ALLOWED = {
     "workloads": None,  # anything
     # the user-facing comparison sits on top of the step layer
     "comparison": LEAVES | {"pymc_rnshmc.step_methods"},
+    "diagnostics": LEAVES,
     "__init__": {
         "pymc_rnshmc.step_methods",
         "pymc_rnshmc.surrogates",
         "pymc_rnshmc.exceptions",
         "pymc_rnshmc.comparison",
+        "pymc_rnshmc.diagnostics",
     },
 }
 NUMPY_ONLY = {"exceptions", "_checks", "surrogates", "hmc", "exploration"}

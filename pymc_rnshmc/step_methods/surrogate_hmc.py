@@ -333,6 +333,8 @@ class SurrogateHMC(NUTS):
         self._fit_error = np.nan
         self._explorer = AdaptiveMetropolis(self.exact_model.size) if self.gradient_free else None
         self._laplace = None
+        self._window_rows = self._fitted_rows = (0, 0)
+        self._held_out = None
 
     def _new_record(self) -> TrainingBuffer:
         return TrainingBuffer(self.exact_model.size, with_gradients=not self.gradient_free)
@@ -360,6 +362,7 @@ class SurrogateHMC(NUTS):
             self._fit(end_of_tuning=True)
         elif self.phase == Phase.SURROGATE:
             self._next_refit = None  # frozen: the kept draws share one kernel
+            self._held_out = self.held_out_points()  # for plot_surrogate, before it goes
             self._record = self._new_record()  # only refits need it
         if self._explorer is not None:
             self._explorer.adapting = False  # a fixed random walk: an invariant kernel
@@ -850,7 +853,25 @@ class SurrogateHMC(NUTS):
         n_explored = len(self._record)
         window = self.training_window or self.schedule.training_size(n_explored)
         first = max(0, n_explored - window)
+        self._window_rows = (first, n_explored)
         return self._record.window(first)
+
+    def held_out_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """Recorded tuning points the current surrogate was not fitted to, with their exact ``U``.
+
+        The exploration draws before its training window and the proposals learned after its
+        fit; kept when tuning ends (:func:`~pymc_rnshmc.plot_surrogate` shows the surrogate
+        against them). Empty before the first fit.
+        """
+        if self._held_out is not None:
+            return self._held_out
+        positions, potentials, _ = self._record.window(0)
+        if self.surrogate is None:
+            return positions[:0], potentials[:0]
+        first, last = self._fitted_rows
+        outside = np.ones(len(positions), dtype=bool)
+        outside[first:last] = False
+        return positions[outside], potentials[outside]
 
     def _fit_candidate(self, positions, potentials, gradients):
         """A surrogate fitted to the window, and the gradients to choose its dynamics with.
@@ -954,6 +975,7 @@ class SurrogateHMC(NUTS):
         best = choice.best
         log_level = logging.INFO if self.surrogate is None else logging.DEBUG  # refits: debug
         self.surrogate = surrogate
+        self._fitted_rows = self._window_rows
         if self._cache is not None:  # keep the exact logp, drop the old surrogate's values
             self._cache = self._cache.without_surrogate_values()
         self.trajectory_choice = choice
