@@ -74,6 +74,7 @@ from pymc_rnshmc.hmc.transition import (
     surrogate_potential_or_target,
     surrogate_transition,
 )
+from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.dynamics import DynamicsSetting, get_dynamics
 from pymc_rnshmc.step_methods.exact_model import ExactModel, has_gradient
@@ -335,6 +336,7 @@ class SurrogateHMC(NUTS):
         self._laplace = None
         self._window_rows = self._fitted_rows = (0, 0)
         self._held_out = None
+        self._acceptance_monitor = AcceptanceMonitor(type(self).__name__)
 
     def _new_record(self) -> TrainingBuffer:
         return TrainingBuffer(self.exact_model.size, with_gradients=not self.gradient_free)
@@ -395,6 +397,8 @@ class SurrogateHMC(NUTS):
             self._learn_from(result)
             q_new, stats = RaveledVars(result.end.position, q0.point_map_info), self._stats(result)
             self.iter_count += 1
+            if not self.tune:
+                self._judge_acceptance(result)
         stats.update(self._after_draw(result))
         stats["perf_counter_start"] = perf_start
         stats["perf_counter_diff"] = time.perf_counter() - perf_start
@@ -569,6 +573,14 @@ class SurrogateHMC(NUTS):
         self._cache = result.end
         self._note_exact_forces(result)
         return result
+
+    def _judge_acceptance(self, result: DrawResult) -> None:
+        """Warn once per chain if the exact acceptance after tuning is poor, and why."""
+        message = self._acceptance_monitor.record(
+            result.accept, result.integrator_accept, result.surrogate_error
+        )
+        if message is not None:
+            warnings.warn(message, SurrogateWarning, stacklevel=3)
 
     def _watch_for_collapse(self, accept: float) -> None:
         """Resume exact NUTS while tuning if the surrogate's exact acceptance has collapsed.
