@@ -8,6 +8,7 @@ import numpy as np
 from pymc.stats.convergence import SamplerWarning
 
 __all__ = [
+    "PHASES",
     "SURROGATE_HMC_STATS",
     "nuts_stats_to_surrogate_stats",
     "progressbar_config",
@@ -32,6 +33,7 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "n_gradient_evals": (np.int64, []),
     "used_surrogate": (bool, []),
     "safety_net": (bool, []),
+    "phase": (np.int8, []),
     "surrogate_error": (np.float64, []),
     "surrogate_accept": (np.float64, []),
     "left_trust_region": (bool, []),
@@ -54,10 +56,15 @@ for a leapfrog the Metropolis probability on ``U~ + K`` when ``surrogate_error``
 (NaN otherwise); ``accept`` is the exact test's probability (the second stage).
 ``tree_depth`` is the surrogate NUTS tree's depth (0 for a leapfrog). ``safety_net`` marks an
 exact draw after tuning in place of a surrogate one (:mod:`pymc_rnshmc.step_methods.safety_net`).
+``phase`` is what the chain was doing, as a code of :data:`PHASES`: exploring with its exact
+sampler, a surrogate draw, a safety-net draw, or exact draws for good after a fall-back.
 ``left_trust_region`` marks a surrogate trajectory rejected because it needed the exact force at
 too many points (see :mod:`pymc_rnshmc.hmc.force_field`). In surrogate draws ``largest_eigval``
 and ``smallest_eigval`` describe the metric of the surrogate dynamics (the eigenvalues of its
 inverse mass matrix); in exact NUTS draws they are PyMC's."""
+
+PHASES = ("exploring", "surrogate", "safety net", "exact")
+"""The labels of the ``phase`` stat's codes 0-3 (the progress bar shows them)."""
 
 _NUTS_RENAMES = {"depth": "tree_depth", "mean_tree_accept": "accept", "tree_size": "n_steps"}
 
@@ -73,6 +80,7 @@ def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
     converted["n_gradient_evals"] = n_steps + 1
     converted["used_surrogate"] = False
     converted["safety_net"] = False
+    converted["phase"] = 0
     converted["surrogate_error"] = np.nan
     converted["surrogate_accept"] = np.nan
     converted["left_trust_region"] = False
@@ -89,14 +97,16 @@ def progressbar_config(n_chains: int = 1):
         TextColumn("{task.fields[step_size]:0.3f}", table_column=Column("Step size", ratio=1)),
         TextColumn("{task.fields[n_gradient_evals]}", table_column=Column("Grad evals", ratio=1)),
         TextColumn("{task.fields[n_logp_evals]}", table_column=Column("Logp evals", ratio=1)),
-        TextColumn("{task.fields[dynamics]}", table_column=Column("Dynamics", ratio=1)),
+        TextColumn("{task.fields[accept]:0.2f}", table_column=Column("Accept", ratio=1)),
+        TextColumn("{task.fields[phase]}", table_column=Column("Phase", ratio=1)),
     ]
     stats = {
         "divergences": [0] * n_chains,
         "step_size": [0.0] * n_chains,
         "n_gradient_evals": [0] * n_chains,
         "n_logp_evals": [0] * n_chains,
-        "dynamics": ["exact"] * n_chains,
+        "accept": [0.0] * n_chains,
+        "phase": [PHASES[0]] * n_chains,
     }
     return columns, stats
 
@@ -108,6 +118,7 @@ def progressbar_update(stats: dict[str, Any]) -> dict[str, Any]:
         "step_size": stats["step_size"],
         "n_gradient_evals": stats["n_gradient_evals"],
         "n_logp_evals": stats["n_logp_evals"],
-        "dynamics": "surrogate" if stats["used_surrogate"] else "exact",
+        "accept": float(stats["accept"]) if np.isfinite(stats["accept"]) else 0.0,
+        "phase": PHASES[int(stats["phase"])],
         "failing": stats["divergences"] > 0,
     }

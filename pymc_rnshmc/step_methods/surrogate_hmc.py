@@ -399,11 +399,20 @@ class SurrogateHMC(NUTS):
             self.iter_count += 1
             if not self.tune:
                 self._judge_acceptance(result)
+        stats["phase"] = self._phase_code(result, stats)
         stats.update(self._after_draw(result))
         stats["perf_counter_start"] = perf_start
         stats["perf_counter_diff"] = time.perf_counter() - perf_start
         stats["process_time_diff"] = time.process_time() - process_start
         return q_new, [stats]
+
+    def _phase_code(self, result: DrawResult | None, stats: dict) -> int:
+        """The ``phase`` stat: an index of ``PHASES``."""
+        if result is not None:
+            return 1
+        if stats["safety_net"]:
+            return 2
+        return 3 if self.phase == Phase.EXACT else 0
 
     def _fit_if_due(self) -> None:
         """The first fit at the end of the exploration, or a refit once the record has grown.

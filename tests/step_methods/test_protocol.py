@@ -206,6 +206,34 @@ def test_progress_bar_runs(model, sampler):
         )
 
 
+def test_the_phase_stat_and_the_progress_bar_say_what_the_chain_does(sequential_run, sampler):
+    from pymc_rnshmc.step_methods.reporting import PHASES, progressbar_update
+
+    warmup = sequential_run.warmup_sample_stats
+    phase = np.asarray(warmup["phase"].values)
+    used = np.asarray(warmup["used_surrogate"].values)
+    assert (phase[used] == 1).all() and (phase[:, : sampler.exploration] == 0).all()
+    kept = sample_stat(sequential_run, "phase")
+    net = sample_stat(sequential_run, "safety_net")
+    assert (kept[net] == 2).all() and (
+        kept[sample_stat(sequential_run, "used_surrogate")] == 1
+    ).all()
+    stats = {
+        name: np.asarray(sequential_run.sample_stats[name].values)[0, -1]
+        for name in (
+            "divergences",
+            "step_size",
+            "n_gradient_evals",
+            "n_logp_evals",
+            "accept",
+            "phase",
+        )
+    }
+    fields = progressbar_update(stats)
+    assert fields["phase"] == PHASES[int(kept[0, -1])]
+    assert 0.0 <= fields["accept"] <= 1.0
+
+
 def test_random_variables_are_accepted_as_vars_and_ordered_like_the_model(sampler):
     with pm.Model():
         first = pm.Normal("first", 0.0, 1.0, shape=2)
