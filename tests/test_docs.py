@@ -1,0 +1,48 @@
+"""The documentation site builds with warnings as errors, and its pages have their content.
+
+The notebooks are rendered with the outputs stored in them (never executed here), so this takes
+seconds; ``tests/test_notebooks.py`` runs them at toy sizes.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    output = tmp_path_factory.mktemp("site")
+    doctrees = tmp_path_factory.mktemp("doctrees")
+    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
+    completed = subprocess.run(
+        [*command, "-d", str(doctrees), str(DOCS), str(output)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return output
+
+
+def test_the_landing_page_links_every_section(site):
+    index = (site / "index.html").read_text()
+    for page in ("getting-started", "architecture", "benchmarks", "api", "notebooks/banana"):
+        assert f'href="{page}.html"' in index, page
+    assert "compare_samplers" in index
+
+
+def test_the_api_reference_comes_from_the_docstrings(site):
+    page = (site / "generated" / "pymc_rnshmc.RNSRMHMC.html").read_text()
+    assert "Random network surrogate Riemannian manifold HMC" in page
+    assert "Parameters" in page and "References" in page and "softabs_alpha" in page
+    assert (site / "generated" / "pymc_rnshmc.compare_samplers.html").exists()
+
+
+def test_a_notebook_page_shows_its_code(site):
+    page = (site / "notebooks" / "banana.html").read_text()
+    assert page.count('class="cell_input') >= 5  # the notebook's code cells
+    assert "SparseGridHMC" in page
