@@ -61,7 +61,7 @@ class RNSRMHMC(SurrogateHMC):
     softabs_alpha : float, optional
         SoftAbs sharpness: Hessian eigenvalues well above ``1 / softabs_alpha`` keep their
         absolute value, smaller ones are lifted to about ``1 / softabs_alpha``. Default:
-        the largest variance of the training draws over 0.01.
+        the largest variance of the training draws.
     tolerance : float
         Relative tolerance of the fixed-point iterations.
     max_iterations : int
