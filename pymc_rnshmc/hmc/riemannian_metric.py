@@ -23,6 +23,8 @@ Written by hand: no maintained Python library provides SoftAbs metrics on a user
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from pymc_rnshmc.surrogates.network.curvature import LocalCurvature, RidgeForm
@@ -49,22 +51,38 @@ def softabs(eigenvalues: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarr
 
 
 class DenseSoftAbs:
-    """SoftAbs of the full Hessian at one point (``O(s d^2 + d^3)`` to build, then per ``nu``)."""
+    """SoftAbs of the full Hessian at one point.
+
+    The eigen-decomposition (``O(d^3)``) is made at once: the velocity needs it, and the
+    generalized leapfrog's position iterations need nothing else. What ``nu`` and the gradient
+    of ``phi`` also need (the units' weights in the eigenbasis, ``O(s d^2)``, and the divided
+    differences) is computed on first use.
+    """
 
     kind = "softabs"
 
     def __init__(self, curvature: LocalCurvature, alpha: float) -> None:
         self.potential = curvature.potential
         self.gradient = curvature.gradient
-        eigenvalues, self.eigenvectors = np.linalg.eigh(curvature.hessian)
-        self.values, slopes = softabs(eigenvalues, alpha)
+        self._eigenvalues, self.eigenvectors = np.linalg.eigh(curvature.hessian)
+        self.values, self._slopes = softabs(self._eigenvalues, alpha)
         self.log_det = float(np.sum(np.log(self.values)))
         self._weights = curvature.weights
         self._third = curvature.third
-        self._projected = curvature.weights @ self.eigenvectors
-        self._divided_differences = _divided_differences(eigenvalues, self.values, slopes)
-        log_det_gradient = self._through_units((self._projected**2) @ (slopes / self.values))
-        self.phi_gradient = self.gradient + 0.5 * log_det_gradient
+
+    @cached_property
+    def _projected(self) -> np.ndarray:
+        return self._weights @ self.eigenvectors
+
+    @cached_property
+    def _divided_differences(self) -> np.ndarray:
+        return _divided_differences(self._eigenvalues, self.values, self._slopes)
+
+    @cached_property
+    def phi_gradient(self) -> np.ndarray:
+        """Gradient of ``U~ + 1/2 log det G``."""
+        per_unit = (self._projected**2) @ (self._slopes / self.values)
+        return self.gradient + 0.5 * self._through_units(per_unit)
 
     def _through_units(self, per_unit: np.ndarray) -> np.ndarray:
         return (self._third * per_unit) @ self._weights
@@ -111,9 +129,16 @@ class DiagonalSoftAbs(DenseSoftAbs):
         self.log_det = float(np.sum(np.log(self.values)))
         self._weights = curvature.weights
         self._third = curvature.third
-        self._squared_weights = curvature.weights**2
-        log_det_gradient = self._through_units(self._squared_weights @ (self._slopes / self.values))
-        self.phi_gradient = self.gradient + 0.5 * log_det_gradient
+
+    @cached_property
+    def _squared_weights(self) -> np.ndarray:
+        return self._weights**2
+
+    @cached_property
+    def phi_gradient(self) -> np.ndarray:
+        """Gradient of ``U~ + 1/2 log det G``."""
+        per_unit = self._squared_weights @ (self._slopes / self.values)
+        return self.gradient + 0.5 * self._through_units(per_unit)
 
     def velocity(self, momentum: np.ndarray) -> np.ndarray:
         return momentum / self.values

@@ -98,5 +98,8 @@ class RidgeForm(NamedTuple):
         else:
             hessian = (weights.T * scaled_second) @ weights + self.base_hessian
             hessian = 0.5 * (hessian + hessian.T)
-        potential = self.potential(position)
+        # :meth:`potential` from the same preactivation and base slope (no second W q)
+        units = self.activation.value(preactivation)
+        quadratic = shifted @ (0.5 * base_slope + self.base_linear)
+        potential = float(units @ coefficients + quadratic + self.offset)
         return LocalCurvature(potential, gradient, hessian, weights, third * coefficients)
