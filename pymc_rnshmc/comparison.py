@@ -259,8 +259,9 @@ def _step_runner(sampler) -> Callable:
     def run(name: str, model: pm.Model, options: dict) -> SamplerRun:
         with model:
             start = time.perf_counter()
-            step = sampler if hasattr(sampler, "step") and not isinstance(sampler, type) else None
-            step = step if step is not None else sampler()
+            step = (
+                sampler() if isinstance(sampler, type) or not hasattr(sampler, "step") else sampler
+            )
             trace = pm.sample(step=step, compute_convergence_checks=False, **options)
             wall = time.perf_counter() - start
         return _pymc_run(name, trace, wall, start)
@@ -362,7 +363,7 @@ def _evaluations(stats) -> tuple[float, float]:
 def comparison_table(runs: Mapping[str, SamplerRun], reference: str) -> pd.DataFrame:
     """The table of :func:`compare_samplers` (see there for its columns)."""
     reference_draws = _coordinates(runs[reference].trace)
-    reference_mcse = _mcse(reference_draws)
+    reference_mcse = _mcse(reference_draws, _ess(reference_draws, "bulk"))
     rows = {}
     for name, run in runs.items():
         draws = _coordinates(run.trace)
@@ -371,7 +372,7 @@ def comparison_table(runs: Mapping[str, SamplerRun], reference: str) -> pd.DataF
         logps, gradients = _evaluations(stats)
         difference = np.abs(draws.mean(axis=(0, 1)) - reference_draws.mean(axis=(0, 1)))
         with np.errstate(divide="ignore", invalid="ignore"):
-            in_mcse = difference / np.hypot(_mcse(draws), reference_mcse)
+            in_mcse = difference / np.hypot(_mcse(draws, bulk), reference_mcse)
         rows[name] = {
             "whole call s": run.whole_call_seconds,
             "draws s": run.draw_seconds,
@@ -396,9 +397,9 @@ def comparison_table(runs: Mapping[str, SamplerRun], reference: str) -> pd.DataF
     return table
 
 
-def _mcse(draws: np.ndarray) -> np.ndarray:
+def _mcse(draws: np.ndarray, bulk_ess: np.ndarray) -> np.ndarray:
     """Monte Carlo standard error of each coordinate's mean (sd over the bulk ESS)."""
-    return draws.std(axis=(0, 1), ddof=1) / np.sqrt(_ess(draws, "bulk"))
+    return draws.std(axis=(0, 1), ddof=1) / np.sqrt(bulk_ess)
 
 
 def error_over_time(

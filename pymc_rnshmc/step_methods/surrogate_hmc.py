@@ -334,7 +334,7 @@ class SurrogateHMC(NUTS):
         self._fit_error = np.nan
         self._explorer = AdaptiveMetropolis(self.exact_model.size) if self.gradient_free else None
         self._laplace = None
-        self._window_rows = self._fitted_rows = (0, 0)
+        self._fitted_rows = (0, 0)
         self._held_out = None
         self._acceptance_monitor = AcceptanceMonitor(type(self).__name__)
 
@@ -874,7 +874,6 @@ class SurrogateHMC(NUTS):
         n_explored = len(self._record)
         window = self.training_window or self.schedule.training_size(n_explored)
         first = max(0, n_explored - window)
-        self._window_rows = (first, n_explored)
         return self._record.window(first)
 
     def held_out_points(self) -> tuple[np.ndarray, np.ndarray]:
@@ -996,7 +995,8 @@ class SurrogateHMC(NUTS):
         best = choice.best
         log_level = logging.INFO if self.surrogate is None else logging.DEBUG  # refits: debug
         self.surrogate = surrogate
-        self._fitted_rows = self._window_rows
+        # the training window is the record's last rows, and the record has not grown since
+        self._fitted_rows = (len(self._record) - positions.shape[0], len(self._record))
         if self._cache is not None:  # keep the exact logp, drop the old surrogate's values
             self._cache = self._cache.without_surrogate_values()
         self.trajectory_choice = choice
