@@ -136,6 +136,4 @@ def choose_riemannian_trajectory(
         raise ValueError(
             "Every path length needs more than max_steps Riemannian steps on this surrogate."
         )
-    best_square = max(c.ess_square for c in candidates)
-    eligible = [c for c in candidates if c.ess_square >= 0.5 * best_square]
-    return TrajectoryChoice(max(eligible, key=lambda c: c.mean_efficiency), candidates)
+    return TrajectoryChoice.of(candidates)

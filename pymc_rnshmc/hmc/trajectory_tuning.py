@@ -68,6 +68,17 @@ class TrajectoryChoice:
     best: TrajectoryCandidate
     candidates: list[TrajectoryCandidate] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, candidates: list[TrajectoryCandidate]) -> TrajectoryChoice:
+        """The choice among scored candidates.
+
+        The most ESS of ``q`` per unit cost among those whose ESS of ``(q - mean)^2`` per draw
+        is at least half the best such value.
+        """
+        best_square = max(c.ess_square for c in candidates)
+        eligible = [c for c in candidates if c.ess_square >= 0.5 * best_square]
+        return cls(max(eligible, key=lambda c: c.mean_efficiency), candidates)
+
 
 def effective_sample_size_per_draw(samples: np.ndarray) -> np.ndarray:
     """ESS divided by the number of draws for every column of ``samples (chains, draws, p)``.
@@ -241,10 +252,7 @@ def tune(
     reference = max(scored, key=lambda c: c.efficiency)
     path_lengths = reference.path_length * np.asarray(length_ratios, dtype=float)
     candidates = scored + _scan_lengths(simulate, reference, path_lengths)
-    best_square = max(c.ess_square for c in candidates)
-    eligible = [c for c in candidates if c.ess_square >= 0.5 * best_square]
-    winner = max(eligible, key=lambda c: c.mean_efficiency)
-    return TrajectoryChoice(best=winner, candidates=candidates)
+    return TrajectoryChoice.of(candidates)
 
 
 def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths) -> list:
