@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FIT_ERRORS", "MODEL_ERRORS", "SurrogateFitError", "SurrogateWarning"]
+__all__ = [
+    "FIT_ERRORS",
+    "ModelEvaluationError",
+    "SurrogateFitError",
+    "SurrogateWarning",
+]
 
 
 class SurrogateFitError(RuntimeError):
@@ -15,8 +20,44 @@ class SurrogateWarning(UserWarning):
     """The surrogate could not be used as configured; sampling stays exact."""
 
 
-MODEL_ERRORS = (ArithmeticError, ValueError, np.linalg.LinAlgError)
-"""Numerical errors a model's logp may raise at a bad point: treated as ``logp = -inf``."""
+class ModelEvaluationError(RuntimeError):
+    """The model's logp raised an error the sampler was not told to treat as a rejection.
+
+    Attributes
+    ----------
+    parameters : dict
+        The sampled (transformed) value variables where the model raised.
+    where : str
+        What the chain was doing, once the step has added it (``"while exploring, draw 57"``).
+    draws : dict
+        The chain's draws of the step's value variables so far, ``{name: (n, *shape)}``,
+        tuning draws first; empty if the error did not pass through a step.
+    tuning_draws : int
+        How many of ``draws`` were tuning draws.
+    """
+
+    def __init__(self, message: str, parameters: dict | None = None) -> None:
+        super().__init__(message)
+        self.parameters = dict(parameters or {})
+        self.where = ""
+        self.draws: dict = {}
+        self.tuning_draws = 0
+
+    def __str__(self) -> str:
+        message = self.args[0] if self.args else ""
+        if self.where:
+            message = message.replace(" [where]", f" ({self.where})")
+        else:
+            message = message.replace(" [where]", "")
+        if self.draws:
+            n_draws = len(next(iter(self.draws.values())))
+            message += (
+                f" The chain's {n_draws} draws so far ({self.tuning_draws} of them tuning) are "
+                "in this error's `draws` (with cores > 1, PyMC raises a ParallelSamplingError "
+                "whose `__cause__` is this error)."
+            )
+        return message
+
 
 FIT_ERRORS = (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError)
 """Errors of a surrogate fit, or of choosing its dynamics: the step falls back, never crashes."""

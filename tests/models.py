@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pymc as pm
+import pytensor.gradient
 import pytensor.tensor as pt
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
@@ -119,4 +120,54 @@ def truncated_normal(bad_value: float) -> pm.Model:
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, 1.0)
         pm.Potential("cut", pt.switch(x > TRUNCATION, bad_value, 0.0))
+    return model
+
+
+class FailsBeyond(Op):
+    """The identity on ``x``, failing where an element exceeds ``limit``, as a forward model can.
+
+    Beyond ``limit`` it raises ``error`` (``None``: returns NaN). With ``gradient=False`` it has
+    no gradient, like a wrapped simulator. While :data:`ARMED` holds ``"raise"`` it raises
+    ``error`` everywhere, and while it holds ``"interrupt"`` it raises ``KeyboardInterrupt``
+    (Ctrl-C arriving inside the model): tests arm it in the phase they mean to hit.
+    """
+
+    __props__ = ("limit", "error", "gradient")
+
+    def __init__(self, limit: float, error: type | None = None, gradient: bool = True) -> None:
+        self.limit, self.error, self.gradient = float(limit), error, bool(gradient)
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        (x,) = inputs
+        if ARMED["mode"] == "interrupt":
+            raise KeyboardInterrupt
+        failing = ARMED["mode"] == "raise" or np.any(x > self.limit)
+        if failing and self.error is not None:
+            raise self.error("the forward model failed")
+        outputs[0][0] = np.full_like(x, np.nan) if failing else np.array(x, copy=True)
+
+    def grad(self, inputs, output_gradients):
+        if not self.gradient:
+            return [pytensor.gradient.grad_not_implemented(self, 0, inputs[0])]
+        return [output_gradients[0]]
+
+
+ARMED = {"mode": None}
+"""Switch of :class:`FailsBeyond`: ``None``, ``"raise"`` or ``"interrupt"``."""
+
+
+def failing_normal(limit: float, error: type | None = None, gradient: bool = True) -> pm.Model:
+    """``x ~ N(0, 1)`` (two independent coordinates) through a forward model failing beyond
+    ``limit`` (:class:`FailsBeyond`): with the failures rejected, the posterior is the normal
+    truncated to ``x < limit`` in both coordinates."""
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            forward = FailsBeyond(limit, error, gradient)(x)
+        pm.Potential("likelihood", -0.5 * pt.sum(forward**2))
     return model

@@ -3,17 +3,21 @@
 The only module that touches PyMC's compiled functions. Everything else asks this object for
 ``logp``, ``(U, grad U)`` or ``U`` at many rows. It compiles a logp-only function once (the end
 point of a surrogate draw needs no gradient), reuses the step's joint logp-and-gradient function for
-the rest, casts every position to the model's dtype, and turns a model that fails at a point (raises
-a numerical error, returns NaN) into ``logp = -inf``. A model whose logp has no gradient (an ``Op``
+the rest, casts every position to the model's dtype, and hands a model that fails at a point
+(returns NaN or infinity, raises) to
+:class:`~pymc_rnshmc.step_methods.model_failures.ModelFailures`: a counted rejection
+(``logp = -inf``) or a clear error. A model whose logp has no gradient (an ``Op``
 without one, such as a wrapped simulator) gets a logp-only object: :func:`has_gradient` tells.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytensor.gradient
 
-from pymc_rnshmc.exceptions import MODEL_ERRORS
+from pymc_rnshmc.step_methods.model_failures import ModelFailures, ParameterLayout
 
 __all__ = ["ExactModel", "has_gradient"]
 
@@ -55,6 +59,9 @@ class ExactModel:
     logp_function : pymc ValueGradFunction, optional
         A logp-only function of the same variables (``compute_grads=False``), compiled here if
         not given (a gradient-free step passes its own, which is one).
+    reject_errors : tuple of exception types
+        Errors of the model counted as rejections besides what PyMC's leapfrog rejects
+        (:class:`~pymc_rnshmc.step_methods.model_failures.ModelFailures`).
     """
 
     def __init__(
@@ -66,6 +73,7 @@ class ExactModel:
         logp_dlogp_function=None,
         gradient: bool = True,
         logp_function=None,
+        reject_errors: tuple = (),
     ) -> None:
         if initial_point is None:
             initial_point = model.initial_point()
@@ -83,6 +91,7 @@ class ExactModel:
         self._shared = dict(logp_function._extra_vars_shared)
         self.dtype = str(logp_function.dtype)
         self.size = int(sum(np.size(initial_point[v.name]) for v in vars))
+        self.failures = ModelFailures(ParameterLayout.of(vars, initial_point), reject_errors)
 
     def cast(self, position: np.ndarray) -> np.ndarray:
         """``position`` as a contiguous vector of the model's dtype (a copy only if needed)."""
@@ -105,13 +114,23 @@ class ExactModel:
         )
 
     def logp(self, position: np.ndarray) -> float:
-        """Exact ``logp``; ``-inf`` if the model fails at ``position``."""
+        """Exact ``logp``; ``-inf``, counted, where it is not finite or raises a rejected error.
+
+        Raises
+        ------
+        ModelEvaluationError
+            The model raised an error the failure policy does not reject.
+        """
         try:
             (logp,) = self._logp(self.cast(position))
-        except MODEL_ERRORS:
+        except Exception as error:
+            self.failures.raised(position, error)
             return -np.inf
         logp = float(logp)
-        return logp if not np.isnan(logp) else -np.inf
+        if not math.isfinite(logp):
+            self.failures.note_logp(position, logp)
+            return -np.inf
+        return logp
 
     def potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
         """Exact ``U = -logp`` and ``grad U`` in one call (``inf`` and NaN where it fails).
@@ -120,20 +139,24 @@ class ExactModel:
         ------
         NotImplementedError
             The model has no gradient.
+        ModelEvaluationError
+            The model raised an error the failure policy does not reject.
         """
         if not self.has_gradient:
             raise NotImplementedError("The model's logp has no gradient.")
         try:
             logp, logp_gradient = self._joint._pytensor_function(self.cast(position))
-        except MODEL_ERRORS:
+        except Exception as error:
+            self.failures.raised(position, error)
             return np.inf, np.full(np.shape(position), np.nan)
-        potential = -float(logp)
-        return (potential if not np.isnan(potential) else np.inf), -np.asarray(
-            logp_gradient, dtype=float
-        )
+        logp = float(logp)
+        if not math.isfinite(logp):
+            self.failures.note_logp(position, logp)
+            return np.inf, np.full(np.shape(position), np.nan)
+        return -logp, -np.asarray(logp_gradient, dtype=float)
 
     def potentials(self, positions: np.ndarray) -> np.ndarray:
-        """Exact ``U`` at rows ``(n, d)`` (``inf`` where the model fails), in input order.
+        """Exact ``U`` at rows ``(n, d)`` (``inf``, counted, where the model fails), in order.
 
         A loop: vectorizing the model's logp graph over rows (pytensor's ``vectorize_graph``)
         took 9-34 s to compile and was no faster per row on the benchmark workloads.

@@ -37,6 +37,7 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "surrogate_error": (np.float64, []),
     "surrogate_accept": (np.float64, []),
     "left_trust_region": (bool, []),
+    "model_failures": (np.int64, []),
     "largest_eigval": (np.float64, []),
     "smallest_eigval": (np.float64, []),
     "perf_counter_diff": (np.float64, []),
@@ -58,10 +59,12 @@ for a leapfrog the Metropolis probability on ``U~ + K`` when ``surrogate_error``
 exact draw after tuning in place of a surrogate one (:mod:`pymc_rnshmc.step_methods.safety_net`).
 ``phase`` is what the chain was doing, as a code of :data:`PHASES`: exploring with its exact
 sampler, a surrogate draw, a safety-net draw, or exact draws for good after a fall-back.
-``left_trust_region`` marks a surrogate trajectory rejected because it needed the exact force at
-too many points (see :mod:`pymc_rnshmc.hmc.force_field`). In surrogate draws ``largest_eigval``
-and ``smallest_eigval`` describe the metric of the surrogate dynamics (the eigenvalues of its
-inverse mass matrix); in exact NUTS draws they are PyMC's."""
+``model_failures`` counts the exact evaluations in the draw where the model's logp was NaN or
+infinite or raised an error it rejects (:mod:`pymc_rnshmc.step_methods.model_failures`); each
+such point was rejected. ``left_trust_region`` marks a surrogate trajectory rejected because it
+needed the exact force at too many points (see :mod:`pymc_rnshmc.hmc.force_field`). In surrogate
+draws ``largest_eigval`` and ``smallest_eigval`` describe the metric of the surrogate dynamics
+(the eigenvalues of its inverse mass matrix); in exact NUTS draws they are PyMC's."""
 
 PHASES = ("exploring", "surrogate", "safety net", "exact")
 """The labels of the ``phase`` stat's codes 0-3 (the progress bar shows them)."""

@@ -96,6 +96,14 @@ class RNSHMC(SurrogateHMC):
         0.2 in up to five dimensions and ``1 / d`` beyond (an exact draw then costs one
         ``logp``, as a surrogate draw does, but a random-walk step moves less the more
         dimensions there are); 0 with gradients.
+    reject_errors : exception type or tuple of them, optional
+        Errors of the model's logp that reject the point instead of stopping sampling. By
+        default only a NaN or infinite logp, ``numpy.linalg.LinAlgError`` and scipy's
+        non-finite-input ``ValueError`` are rejections (as in PyMC's NUTS); any other error
+        stops with a :class:`~pymc_rnshmc.ModelEvaluationError` naming the parameters, which
+        holds the chain's draws so far. Listing a type makes the sampler target the posterior
+        truncated to where the model succeeds: use it only when the model cannot be evaluated
+        there by design. Rejections are counted in the stat ``model_failures``.
     **kwargs
         Passed on to :class:`pymc.NUTS` (``max_treedepth``, ``scaling``, ``potential``, ...).
 

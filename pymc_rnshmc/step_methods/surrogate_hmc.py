@@ -55,7 +55,12 @@ from pymc.util import get_random_generator
 from pymc.vartypes import continuous_types
 
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
-from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateFitError, SurrogateWarning
+from pymc_rnshmc.exceptions import (
+    FIT_ERRORS,
+    ModelEvaluationError,
+    SurrogateFitError,
+    SurrogateWarning,
+)
 from pymc_rnshmc.exploration.adaptive_metropolis import AdaptiveMetropolis, RandomWalkStep
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation
 from pymc_rnshmc.hmc.force_field import (
@@ -78,6 +83,7 @@ from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.dynamics import DynamicsSetting, get_dynamics
 from pymc_rnshmc.step_methods.exact_model import ExactModel, has_gradient
+from pymc_rnshmc.step_methods.model_failures import GuardedLogpGradient, check_reject_errors
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
     nuts_stats_to_surrogate_stats,
@@ -168,6 +174,8 @@ class SurrogateHMC(NUTS):
         gradient is the force).
     safety_net : float, optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
+    reject_errors : exception type or tuple of them
+        As for :class:`~pymc_rnshmc.RNSHMC`.
     exploration_steps, training_window, path_length, max_steps : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     target_accept, surrogate_target_accept : float
@@ -201,10 +209,12 @@ class SurrogateHMC(NUTS):
         refit_during_tuning: bool = True,
         dynamics: str = "hmc",
         safety_net: float | None = None,
+        reject_errors: type[Exception] | tuple[type[Exception], ...] = (),
         model=None,
         **kwargs,
     ) -> None:
         model = modelcontext(model)
+        reject_errors = check_reject_errors(reject_errors)
         self.dynamics = get_dynamics(dynamics)
         self.dynamics.check(surrogate, type(self).__name__)
         if path_length is not None and not self.dynamics.chooses_path_length:
@@ -248,7 +258,12 @@ class SurrogateHMC(NUTS):
             self._logp_dlogp_func if gradient else None,
             gradient=gradient,
             logp_function=None if gradient else self._logp_dlogp_func,
+            reject_errors=reject_errors,
         )
+        if gradient:  # PyMC's leapfrog (the exploration) fails as the exact model does
+            self.integrator._logp_dlogp_func = GuardedLogpGradient(
+                self.integrator._logp_dlogp_func, self.exact_model.failures
+            )
         self.safety_net = SafetyNet.default(
             safety_net, gradient_free=not gradient, dim=self.exact_model.size
         )
@@ -337,6 +352,10 @@ class SurrogateHMC(NUTS):
         self._fitted_rows = (0, 0)
         self._held_out = None
         self._acceptance_monitor = AcceptanceMonitor(type(self).__name__)
+        self._chain_draws = []  # kept for a ModelEvaluationError: PyMC drops them on an error
+        self._tuning_draws = 0
+        self._told_failures = False
+        self.exact_model.failures.take()
 
     def _new_record(self) -> TrainingBuffer:
         return TrainingBuffer(self.exact_model.size, with_gradients=not self.gradient_free)
@@ -361,7 +380,11 @@ class SurrogateHMC(NUTS):
 
     def stop_tuning(self) -> None:
         if self.phase == Phase.EXPLORATION:
-            self._fit(end_of_tuning=True)
+            try:
+                self._fit(end_of_tuning=True)
+            except ModelEvaluationError as error:
+                self._locate(error, "while fitting the surrogate at the end of tuning")
+                raise
         elif self.phase == Phase.SURROGATE:
             self._next_refit = None  # frozen: the kept draws share one kernel
             self._held_out = self.held_out_points()  # for plot_surrogate, before it goes
@@ -386,7 +409,26 @@ class SurrogateHMC(NUTS):
         perf_start, process_start = time.perf_counter(), time.process_time()
         self._before_draw()
         if self.tune:
-            self._fit_if_due()
+            try:
+                self._fit_if_due()
+            except ModelEvaluationError as error:
+                self._locate(error, "while fitting the surrogate")
+                raise
+        try:
+            q_new, stats = self._draw(q0)
+        except ModelEvaluationError as error:
+            self._locate(error, f"in a draw of the {self.phase} phase")
+            raise
+        self._report_failures(stats)
+        self._chain_draws.append(q_new.data.copy())
+        self._tuning_draws += bool(self.tune)
+        stats["perf_counter_start"] = perf_start
+        stats["perf_counter_diff"] = time.perf_counter() - perf_start
+        stats["process_time_diff"] = time.process_time() - process_start
+        return q_new, [stats]
+
+    def _draw(self, q0: RaveledVars) -> tuple[RaveledVars, dict[str, Any]]:
+        """One draw of the chain's current phase, with its stats."""
         result = None
         if self.phase != Phase.SURROGATE:
             q_new, (stats,) = self._exact_draw(q0)
@@ -401,10 +443,7 @@ class SurrogateHMC(NUTS):
                 self._judge_acceptance(result)
         stats["phase"] = self._phase_code(result, stats)
         stats.update(self._after_draw(result))
-        stats["perf_counter_start"] = perf_start
-        stats["perf_counter_diff"] = time.perf_counter() - perf_start
-        stats["process_time_diff"] = time.process_time() - process_start
-        return q_new, [stats]
+        return q_new, stats
 
     def _phase_code(self, result: DrawResult | None, stats: dict) -> int:
         """The ``phase`` stat: an index of ``PHASES``."""
@@ -413,6 +452,30 @@ class SurrogateHMC(NUTS):
         if stats["safety_net"]:
             return 2
         return 3 if self.phase == Phase.EXACT else 0
+
+    def _locate(self, error: ModelEvaluationError, activity: str) -> None:
+        """Tell ``error`` what the chain was doing, and give it the chain's draws so far."""
+        error.where = f"{activity}, draw {len(self._chain_draws)} of the chain"
+        if self._chain_draws:
+            error.draws = self.exact_model.failures.layout.unravel_rows(self._chain_draws)
+        error.tuning_draws = self._tuning_draws
+
+    def _report_failures(self, stats: dict[str, Any]) -> None:
+        """Set the ``model_failures`` stat; the first time in a chain, a warning saying where."""
+        count, first = self.exact_model.failures.take()
+        stats["model_failures"] = count
+        if first is None or self._told_failures:
+            return
+        self._told_failures = True
+        stats["warning"] = SamplerWarning(
+            WarningType.BAD_PARAMS,
+            f"{type(self).__name__}: the model's logp failed ({first}, draw "
+            f"{len(self._chain_draws)} of the chain). Such points are rejected, as PyMC's NUTS "
+            "rejects a divergent trajectory, and counted in the sample stat model_failures. If "
+            "the model should be defined there, check it with model.point_logps().",
+            "warn",
+            self.iter_count,
+        )
 
     def _fit_if_due(self) -> None:
         """The first fit at the end of the exploration, or a refit once the record has grown.

@@ -334,15 +334,20 @@ class BoxSurrogate:
         return evaluations, "laplace"
 
     def _exact_values(self, whitened: np.ndarray) -> np.ndarray:
-        """Exact ``U`` at whitened rows, or a clear error if it is not finite somewhere."""
+        """Exact ``U`` at whitened rows; where the model fails, the highest value where it does.
+
+        A node where the model fails (the caller counts it) gets a plateau at the highest finite
+        value: the interpolant stays finite, and a proposal into that region is rejected by the
+        exact test anyway. A clear error if the model fails at every node.
+        """
         values = np.asarray(self.exact_potential(self.box.position(whitened)), dtype=float)
         failing = ~np.isfinite(values)
-        if failing.any():
+        if failing.all():
             raise SurrogateFitError(
-                f"the exact potential is not finite at {failing.sum()} of {values.size} grid "
-                "points; lower `mass` to shrink the box"
+                f"the exact potential is not finite at any of the {values.size} grid points; "
+                "lower `mass` to shrink the box"
             )
-        return values
+        return np.where(failing, values[~failing].max(), values)
 
     def _fill_box(self) -> tuple[int, float]:
         """Evaluate the exact model on the grid; return its size and error estimate."""

@@ -170,13 +170,28 @@ def test_leapfrog_across_the_boundary_is_reversible_and_volume_preserving():
     assert np.linalg.det(jacobian) == pytest.approx(1.0, abs=1e-3)
 
 
-def test_a_non_finite_potential_on_the_grid_is_a_clear_error(draws):
+def test_grid_points_where_the_model_fails_get_a_plateau_at_the_highest_value(draws):
     def infinite_far_out(points):
         values = gaussian_rows(points)
-        return np.where(np.abs(np.atleast_2d(points)[:, 0] - MODE[0]) > 1.0, np.inf, values)
+        return np.where(np.atleast_2d(points)[:, 0] - MODE[0] > 1.0, np.inf, values)
 
-    with pytest.raises(SurrogateFitError, match="not finite at"):
-        fitted(infinite_far_out, gaussian_gradient, draws)
+    surrogate = fitted(infinite_far_out, gaussian_gradient, draws)
+    inside = draws[surrogate.contains(draws)]
+    predicted = surrogate.potential(inside)
+    assert np.isfinite(predicted).all()
+    working = inside[:, 0] - MODE[0] < -0.5  # away from the plateau's edge
+    np.testing.assert_allclose(predicted[working], gaussian_rows(inside[working]), atol=0.05)
+
+
+def test_a_model_failing_at_every_grid_point_is_a_clear_error(draws):
+    def failing(points):
+        return np.full(len(np.atleast_2d(points)), np.nan)
+
+    surrogate = SparseGridSurrogate(
+        level=4, exact_potential=failing, exact_potential_and_gradient=gaussian_both
+    )
+    with pytest.raises(SurrogateFitError, match="not finite at any"):
+        surrogate.fit(draws, gaussian_rows(draws))
 
 
 def test_laplace_finds_the_mode_from_a_poor_start():
