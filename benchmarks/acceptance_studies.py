@@ -53,9 +53,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pymc as pm
 
-from benchmarks.measure import run_metadata, run_pymc, write_results
+from benchmarks.measure import run_metadata, write_results
 from benchmarks.surrogate_design import ValuesOnly
 from pymc_rnshmc import RandomNetworkSurrogate, SurrogateFitError
+from pymc_rnshmc.comparison import run_sampler
 from pymc_rnshmc.hmc.leapfrog import leapfrog
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.workloads import logistic_regression
@@ -96,9 +97,17 @@ class Workload:
         start = time.perf_counter()
         self.dim = dim
         model = logistic_regression(n_obs=args.n_obs, dim=dim)
-        idata, run = run_pymc(model, pm.NUTS, args.tune, n_pool + args.n_test, 1, args.seed)
-        draws = np.asarray(idata.posterior["beta"].values[0])
-        self.nuts_seconds = run["wall_seconds"]
+        nuts = run_sampler(
+            pm.NUTS,
+            model,
+            tune=args.tune,
+            draws=n_pool + args.n_test,
+            chains=1,
+            random_seed=args.seed,
+            progressbar=False,
+        )
+        draws = np.asarray(nuts.trace.posterior["beta"].values[0])
+        self.nuts_seconds = nuts.whole_call_seconds
         self.exact = ExactPosterior(model)
         pool, tests = draws[:n_pool], draws[n_pool:]
         evaluated = [self.exact.potential_and_gradient(q) for q in pool]

@@ -4,7 +4,7 @@ A sampler run gives a timeline: for every draw (tuning included) the seconds sin
 of the whole ``pm.sample`` call at which it was done. From it:
 
 * ``time_to_ess``: when the post-tuning draws first reach a minimum bulk ESS (ArviZ, over every
-  coordinate), checked on prefixes of the draws;
+  coordinate, as :mod:`pymc_rnshmc.comparison` measures it), checked on prefixes of the draws;
 * ``relative_error_curve``: the relative error of the running posterior mean,
   ``sum_j |mean_j - reference_j| / sum_j |reference_j|`` (the RNS-HMC paper's REM, Figure 8),
   against the same clock;
@@ -14,9 +14,9 @@ of the whole ``pm.sample`` call at which it was done. From it:
 
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
-import xarray as xr
+
+from pymc_rnshmc.comparison import coordinate_ess, posterior_coordinates
 
 
 def pymc_chain_timelines(idata, call_start: float) -> np.ndarray:
@@ -110,17 +110,12 @@ def _spread_by_work(queries: np.ndarray, reported: np.ndarray, moments: np.ndarr
 
 def _flat_draws(posterior) -> np.ndarray:
     """``(draws, coordinates)`` of chain 0, every variable raveled, in a fixed order."""
-    columns = []
-    for name in sorted(posterior.data_vars):
-        values = np.asarray(posterior[name].values)[0]
-        columns.append(values.reshape(values.shape[0], -1))
-    return np.concatenate(columns, axis=1)
+    return posterior_coordinates(posterior)[0]
 
 
 def min_bulk_ess(draws: np.ndarray) -> float:
     """Smallest ArviZ bulk ESS over the coordinates of ``(draws, coordinates)`` (one chain)."""
-    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), draws[None])})
-    return float(np.min(az.ess(dataset, method="bulk")["x"].values))
+    return float(np.min(coordinate_ess(draws[None], "bulk")))
 
 
 def time_to_ess(posterior, timeline: np.ndarray, target: float, every: int = 25) -> dict:
@@ -225,19 +220,9 @@ def plot_acceptance(curve: dict, path, title: str) -> None:
     plt.close(figure)
 
 
-def _chain_draws(posterior) -> np.ndarray:
-    """``(chains, draws, coordinates)``, every variable raveled, in a fixed order."""
-    columns = []
-    for name in sorted(posterior.data_vars):
-        values = np.asarray(posterior[name].values)
-        columns.append(values.reshape(values.shape[0], values.shape[1], -1))
-    return np.concatenate(columns, axis=2)
-
-
 def _multichain_min_bulk_ess(draws: np.ndarray) -> float:
     """ArviZ min bulk ESS over the coordinates of ``(chains, draws, coordinates)``; NaN is 0."""
-    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), draws)})
-    return float(np.min(np.nan_to_num(az.ess(dataset, method="bulk")["x"].values)))
+    return float(np.min(np.nan_to_num(coordinate_ess(draws, "bulk"))))
 
 
 def _prefix_ess(draws: np.ndarray, counts: np.ndarray, minimum: int, cache: dict) -> float:
@@ -287,7 +272,7 @@ def pooled_time_to_ess(
     ``target / ess_at_end``, ``ess_at_end`` being the min bulk ESS of every draw of every chain:
     more draws at the same ESS per draw and seconds per draw.
     """
-    draws = _chain_draws(posterior)
+    draws = posterior_coordinates(posterior)
     n_draws = draws.shape[1]
     timelines = np.atleast_2d(timelines)
     sampling = timelines[:, -n_draws:]

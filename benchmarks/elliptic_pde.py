@@ -17,8 +17,9 @@ Reported per setting, mesh and sampler: seconds per forward solve (the compiled 
 solve plus adjoint (logp and gradient), timed at distinct points so the forward model's cache
 of the last factorization is never hit; exact solves (logp evaluations) and adjoint solves
 (gradients) per draw after tuning; min bulk ESS, min bulk ESS per second of the draws after
-tuning and of the whole ``pm.sample`` call and their ratios to NUTS; acceptance; and the largest
-difference of posterior means from NUTS in Monte Carlo standard errors. Writes
+tuning and of the whole ``pm.sample`` call (its clock started before the step is built) and
+their ratios to NUTS; acceptance; and the largest difference of posterior means from NUTS in
+Monte Carlo standard errors (the measurements of :mod:`pymc_rnshmc.comparison`). Writes
 ``benchmarks/results/elliptic_pde.{json,md}`` and ``docs/figures/elliptic-pde-field.png`` (true
 log-diffusivity next to the d = 20 posterior means of NUTS and RNSHMC, and NUTS's posterior sd,
 on the first mesh).
@@ -46,8 +47,8 @@ import pymc as pm
 from benchmarks.measure import (
     compare_with_nuts,
     evaluation_costs,
+    run,
     run_metadata,
-    run_pymc,
     write_results,
 )
 from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC
@@ -96,12 +97,13 @@ def run_setting(setting: str, n_cells: int, args) -> tuple[dict, dict]:
             samplers[f"RNSHMC, path length {length:g}"] = partial(RNSHMC, path_length=length)
     wanted = args.samplers.split(",")
     chosen = [name for name in samplers if name in wanted or name.startswith("RNSHMC, path")]
-    results, posteriors = {}, {}
+    results, runs = {}, {}
     for name in chosen:
         tune = args.arnshmc_tune if name == "ARNSHMC" else args.tune
-        idata, result = run_pymc(model, samplers[name], tune, args.draws, 1, args.seed)
+        runs[name], result = run(
+            model, name, samplers[name], tune=tune, draws=args.draws, chains=1, seed=args.seed
+        )
         result.pop("timeline", None)
-        posteriors[name] = idata.posterior
         result["tune"] = tune
         result["seconds_per_draw"] = result["sampling_seconds"] / args.draws
         result["draw_cost_in_solves"] = result["seconds_per_draw"] / costs["solve_seconds"]
@@ -114,7 +116,7 @@ def run_setting(setting: str, n_cells: int, args) -> tuple[dict, dict]:
             flush=True,
         )
     if "PyMC NUTS" in results:
-        compare_with_nuts(results, posteriors)
+        compare_with_nuts(results, runs)
     report = {
         "setting": setting,
         "label": spec["label"],
@@ -122,7 +124,7 @@ def run_setting(setting: str, n_cells: int, args) -> tuple[dict, dict]:
         "costs": costs,
         "results": results,
     }
-    return report, posteriors
+    return report, {name: sampled.trace.posterior for name, sampled in runs.items()}
 
 
 def theta_draws(posterior) -> np.ndarray:

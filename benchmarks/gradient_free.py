@@ -5,9 +5,11 @@ and SMC, per second of the whole call.
     python -m benchmarks.gradient_free --workload pharmacokinetics --method LSODA
 
 Each sampler runs one chain (SMC: one run of ``--smc-draws`` particles) in this process, one after
-another, with BLAS on one thread. Its whole ``pm.sample``/``pm.sample_smc`` call is timed; the
-table gives the min bulk and tail ESS over the parameters, ESS per second of the call, log
-densities per draw, and each sampler's ratio to the best baseline's bulk ESS per second. For
+another, with BLAS on one thread. Its whole ``pm.sample``/``pm.sample_smc`` call is timed (from
+before the step is built); the table gives the min bulk and tail ESS over the parameters, ESS
+per second of the call, log densities per draw (the measurements of
+:func:`pymc_rnshmc.comparison.comparison_table`), and each sampler's ratio to the best
+baseline's bulk ESS per second. For
 steps that time their draws (RNSHMC) it also gives ESS per second of the draws after tuning
 alone: a bound on any whole call with that kernel, however cheap its tuning became. The
 tuning lengths differ by sampler (``--*-tune``): each baseline gets what it needs to converge on
@@ -30,12 +32,10 @@ from functools import partial
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import arviz as az
-import numpy as np
 import pymc as pm
-import xarray as xr
 
 from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.comparison import SamplerRun, comparison_table, posterior_coordinates, run_sampler
 from pymc_rnshmc.workloads import one_compartment_model
 from pymc_rnshmc.workloads.elliptic_pde import elliptic_pde
 
@@ -46,50 +46,61 @@ def build(args, failed_solve: str = "nan") -> pm.Model:
     return one_compartment_model(args.method, failed_solve)
 
 
-def ess(idata, method: str) -> float:
-    posterior = idata.posterior
-    names = [name for name in posterior.data_vars if not name.endswith("__")]
-    dataset = xr.Dataset({name: posterior[name] for name in names})
-    return min(float(np.min(az.ess(dataset, method=method)[name].values)) for name in names)
+SAMPLERS = ("Slice", "DEMetropolisZ", "SMC", "RNSHMC", "RNSHMC without safety net")
 
 
-def run_step(model, step_factory, tune: int, draws: int, seed: int):
-    with model:
-        start = time.perf_counter()
-        idata = pm.sample(
-            step=step_factory(),
-            tune=tune,
-            draws=draws,
-            chains=1,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
-    return idata, time.perf_counter() - start, draws
+def sample(name: str, args) -> SamplerRun:
+    """One sampler's run on a freshly built model."""
+    if name == "SMC":
+        return run_smc(build(args, failed_solve="-inf"), args.smc_draws, args.seed)
+    step, tune, draws = {
+        "Slice": (pm.Slice, args.slice_tune, args.draws),
+        "DEMetropolisZ": (pm.DEMetropolisZ, args.demz_tune, args.demz_draws),
+        "RNSHMC": (RNSHMC, args.rnshmc_tune, args.draws),
+        "RNSHMC without safety net": (
+            partial(RNSHMC, safety_net=0.0),
+            args.rnshmc_tune,
+            args.draws,
+        ),
+    }[name]
+    return run_sampler(
+        step,
+        build(args),
+        name=name,
+        tune=tune,
+        draws=draws,
+        chains=1,
+        random_seed=args.seed,
+        progressbar=False,
+    )
 
 
-def run_smc(model, draws: int, seed: int):
+def run_smc(model, draws: int, seed: int) -> SamplerRun:
+    """``pm.sample_smc``, timed as a whole; it keeps no per-draw timers."""
     with model:
         start = time.perf_counter()
         idata = pm.sample_smc(draws=draws, chains=1, random_seed=seed, progressbar=False)
-    return idata, time.perf_counter() - start, draws
+    return SamplerRun("SMC", idata, time.perf_counter() - start, float("nan"), started=start)
 
 
-def logps_per_draw(idata, name: str) -> float:
-    stats = idata.sample_stats
-    if "n_logp_evals" in stats:
-        return float(stats["n_logp_evals"].mean())
+def measured_row(name: str, sampled: SamplerRun) -> dict:
+    """The table's cells of one run (the package's measurements, under this table's names)."""
+    measured = comparison_table({name: sampled}).loc[name]
+    logps = float(measured["logp evals/draw"])
     if name == "DEMetropolisZ":
-        return 2.0  # PyMC's delta_logp evaluates both ends of every proposal
-    return float("nan")  # Slice and SMC do not report their evaluations
-
-
-def draw_seconds(idata) -> float:
-    """Seconds in the draws after tuning, from the step's own timers (NaN where it keeps none)."""
-    stats = idata.sample_stats
-    if "perf_counter_diff" not in stats:
-        return float("nan")
-    return float(stats["perf_counter_diff"].sum())
+        logps = 2.0  # PyMC's delta_logp evaluates both ends of every proposal
+    return {
+        "whole call s": float(measured["whole call s"]),
+        "draws": posterior_coordinates(sampled.trace.posterior).shape[1],
+        "min bulk ESS": float(measured["min bulk ESS"]),
+        "min tail ESS": float(measured["min tail ESS"]),
+        "bulk ESS/s": float(measured["bulk ESS/s (call)"]),
+        "tail ESS/s": float(measured["tail ESS/s (call)"]),
+        "logps/draw": logps,  # NaN for Slice and SMC, which do not report their evaluations
+        "draws s": float(measured["draws s"]),
+        "bulk ESS/s of draws": float(measured["bulk ESS/s (draws)"]),
+        "tail ESS/s of draws": float(measured["tail ESS/s (draws)"]),
+    }
 
 
 def main() -> None:
@@ -106,37 +117,14 @@ def main() -> None:
     parser.add_argument("--smc-draws", type=int, default=1000)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    runs = {
-        "Slice": lambda m: run_step(m, pm.Slice, args.slice_tune, args.draws, args.seed),
-        "DEMetropolisZ": lambda m: run_step(
-            m, pm.DEMetropolisZ, args.demz_tune, args.demz_draws, args.seed
-        ),
-        "SMC": lambda m: run_smc(build(args, failed_solve="-inf"), args.smc_draws, args.seed),
-        "RNSHMC": lambda m: run_step(m, RNSHMC, args.rnshmc_tune, args.draws, args.seed),
-        "RNSHMC without safety net": lambda m: run_step(
-            m, partial(RNSHMC, safety_net=0.0), args.rnshmc_tune, args.draws, args.seed
-        ),
-    }
     rows = {}
-    for name, run in runs.items():
+    for name in SAMPLERS:
         try:
-            idata, wall, draws = run(build(args))
+            sampled = sample(name, args)
         except Exception as err:  # a baseline that cannot sample this model is reported so
             print(f"{name} failed: {type(err).__name__}: {err}", flush=True)
             continue
-        bulk, tail = ess(idata, "bulk"), ess(idata, "tail")
-        rows[name] = {
-            "whole call s": wall,
-            "draws": draws,
-            "min bulk ESS": bulk,
-            "min tail ESS": tail,
-            "bulk ESS/s": bulk / wall,
-            "tail ESS/s": tail / wall,
-            "logps/draw": logps_per_draw(idata, name),
-            "draws s": draw_seconds(idata),
-        }
-        rows[name]["bulk ESS/s of draws"] = bulk / rows[name]["draws s"]
-        rows[name]["tail ESS/s of draws"] = tail / rows[name]["draws s"]
+        rows[name] = measured_row(name, sampled)
         print(name, {key: round(value, 3) for key, value in rows[name].items()}, flush=True)
     best = max(
         (row["bulk ESS/s"], name) for name, row in rows.items() if not name.startswith("RNSHMC")

@@ -1,4 +1,13 @@
-"""Measurements shared by the benchmark scripts: ESS summaries, evaluation costs, sampler runs."""
+"""What the benchmark scripts share: sampler runs, their result records, costs and result files.
+
+The measurements (ESS, ESS per second, exact evaluations per draw, acceptance, divergences, the
+difference of posterior means in MCSE) are :mod:`pymc_rnshmc.comparison`'s: :func:`run` samples
+through :func:`~pymc_rnshmc.comparison.run_sampler` and :func:`measurements` renames the columns
+of :func:`~pymc_rnshmc.comparison.comparison_table` to the result files' keys. This module adds
+only what the benchmarks record besides: the cost of one model evaluation, the draws' timelines,
+the tuning draws' seconds, leapfrog steps and path lengths, the surrogate's fit, grid and
+trajectories, profiles, and the result files.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +21,8 @@ import pstats
 import time
 from pathlib import Path
 
-import arviz as az
 import numpy as np
 import pymc as pm
-import xarray as xr
 
 from benchmarks.convergence import (
     nutpie_chain_timelines,
@@ -23,10 +30,27 @@ from benchmarks.convergence import (
     pymc_chain_timelines,
     pymc_timeline,
 )
+from pymc_rnshmc.comparison import SamplerRun, comparison_table, run_sampler
 from pymc_rnshmc.step_methods import SurrogateHMC
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 
 RESULTS = Path(__file__).parent / "results"
+MEASURED = {
+    "whole call s": "wall_seconds",
+    "draws s": "sampling_seconds",
+    "min bulk ESS": "min_bulk_ess",
+    "median bulk ESS": "median_bulk_ess",
+    "min tail ESS": "min_tail_ess",
+    "bulk ESS/s (draws)": "ess_per_second",
+    "bulk ESS/s (call)": "ess_per_second_whole_call",
+    "logp evals/draw": "logps_per_draw",
+    "grad evals/draw": "gradients_per_draw",
+    "accept": "accept",
+    "divergences": "divergences",
+    "max |dmean| (MCSE)": "max_mean_difference_mcse",
+}
+"""The columns of :func:`~pymc_rnshmc.comparison.comparison_table` the result files keep, and
+their keys there."""
 
 
 def run_metadata(**settings) -> dict:
@@ -46,46 +70,39 @@ def write_results(name: str, results: dict, markdown: str) -> None:
     (RESULTS / f"{name}.md").write_text(markdown)
 
 
-def ess_summary(posterior) -> dict:
-    """Min and median bulk ESS, min tail ESS over every coordinate of every variable."""
-    dataset = xr.Dataset({name: posterior[name] for name in posterior.data_vars})
-    bulk = np.concatenate([np.ravel(v) for v in az.ess(dataset, method="bulk").to_array().values])
-    tail = np.concatenate([np.ravel(v) for v in az.ess(dataset, method="tail").to_array().values])
-    return {
-        "min_bulk_ess": float(bulk.min()),
-        "median_bulk_ess": float(np.median(bulk)),
-        "min_tail_ess": float(tail.min()),
-    }
+def measurements(runs: dict[str, SamplerRun], reference: str | None = None) -> dict[str, dict]:
+    """Each run's row of the package's comparison table, under the result files' keys.
+
+    ``max_mean_difference_mcse`` (the largest difference of a posterior mean from
+    ``reference``'s, in combined MCSEs, over the variables both report) is left out for the
+    reference and without one, as is any other measurement a run lacks (NaN).
+    """
+    table = comparison_table(runs, reference)
+    results = {}
+    for name in table.index:
+        values = {key: _plain(table.at[name, column]) for column, key in MEASURED.items()}
+        if name == reference:
+            del values["max_mean_difference_mcse"]
+        results[name] = {
+            key: value
+            for key, value in values.items()
+            if not (isinstance(value, float) and np.isnan(value))
+        }
+    return results
 
 
-def posterior_moments(posterior) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Means, sds and bulk ESS of every coordinate, flattened in a fixed order."""
-    means, sds, ess = [], [], []
-    dataset = xr.Dataset({name: posterior[name] for name in posterior.data_vars})
-    bulk = az.ess(dataset, method="bulk")
-    for name in sorted(posterior.data_vars):
-        values = np.asarray(posterior[name].values)
-        flat = values.reshape(values.shape[0] * values.shape[1], -1)
-        means.append(flat.mean(axis=0))
-        sds.append(flat.std(axis=0, ddof=1))
-        ess.append(np.ravel(bulk[name].values))
-    return np.concatenate(means), np.concatenate(sds), np.concatenate(ess)
+def _plain(value):
+    """A numpy scalar as the Python number it holds (JSON writes ``int`` as an integer)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
-def mean_agreement(reference, other) -> float:
-    """Largest difference of posterior means, in combined Monte Carlo standard errors."""
-    mean_a, sd_a, ess_a = posterior_moments(reference)
-    mean_b, sd_b, ess_b = posterior_moments(other)
-    mcse = np.sqrt(sd_a**2 / ess_a + sd_b**2 / ess_b)
-    return float(np.max(np.abs(mean_a - mean_b) / mcse))
+def compare_with_nuts(results: dict, runs: dict, reference: str = "PyMC NUTS") -> None:
+    """Add each run's min bulk ESS/s speed-ups over ``reference`` and its mean difference.
 
-
-def compare_with_nuts(results: dict, posteriors: dict, reference: str = "PyMC NUTS") -> None:
-    """Add each sampler's min bulk ESS/s speed-ups over ``reference`` and its mean agreement.
-
-    ``results`` and ``posteriors`` are keyed by sampler name, ``results`` from :func:`run_pymc`.
+    ``results`` (from :func:`run`) and ``runs`` are keyed by sampler name.
     """
     base = results[reference]
+    agreement = measurements(runs, reference)
     for name, result in results.items():
         if name == reference:
             continue
@@ -93,7 +110,7 @@ def compare_with_nuts(results: dict, posteriors: dict, reference: str = "PyMC NU
         result["speedup_whole_call"] = (
             result["ess_per_second_whole_call"] / base["ess_per_second_whole_call"]
         )
-        result["max_mean_difference_mcse"] = mean_agreement(posteriors[reference], posteriors[name])
+        result["max_mean_difference_mcse"] = agreement[name]["max_mean_difference_mcse"]
 
 
 def evaluation_costs(model, repeats: int = 200) -> dict:
@@ -117,76 +134,95 @@ def evaluation_costs(model, repeats: int = 200) -> dict:
     return costs
 
 
-def run_pymc(
+def run(
     model,
-    step_factory,
+    name: str,
+    sampler,
+    *,
     tune: int,
     draws: int,
     chains: int,
     seed: int,
-    profile=False,
-    *,
-    init: str = "auto",
     cores: int = 1,
+    profile: bool = False,
     chain_timelines: bool = False,
-    time_step_construction: bool = False,
-):
-    """``pm.sample`` with a PyMC step; times of the whole call and of the draws after tuning.
+    **sample_kwargs,
+) -> tuple[SamplerRun, dict]:
+    """One sampler's call with its tuning draws kept, and its result record.
 
-    ``step_factory=None`` lets ``pm.sample`` build PyMC's NUTS itself, initialised by ``init``
-    (``"jitter+adapt_full"``: a dense mass matrix), inside the timed call. With
-    ``time_step_construction`` the clock also covers ``step_factory()`` (the step's compilation).
-    ``chain_timelines`` makes ``result["timeline"]`` the ``(chains, tune + draws)`` timelines of
-    every chain instead of chain 0's.
+    ``sampler`` and ``sample_kwargs`` are :func:`~pymc_rnshmc.comparison.run_sampler`'s: a step
+    class, instance or callable, ``"pymc"`` (``pm.sample``'s NUTS; ``init="jitter+adapt_full"``
+    for a dense mass matrix) or ``"nutpie"`` (``adaptation="low_rank"``). The clock starts
+    before a step class or callable builds the step. The record has :func:`measurements`,
+    :func:`details` and ``timeline``: seconds since the call started at which each draw
+    (tuning, then sampling) of chain 0 was done or, with ``chain_timelines``, ``(chains, tune +
+    draws)`` of every chain (nutpie's from the draw counts its progress callback reports every
+    50 ms, see :func:`~benchmarks.convergence.nutpie_chain_timelines`). ``profile`` adds the
+    call's cProfile (15 lines by own time) as ``profile``.
     """
-    with model:
-        construction_start = time.perf_counter()
-        step = None if step_factory is None else step_factory()
-        profiler = cProfile.Profile() if profile else None
-        start = time.perf_counter()
-        if profiler:
-            profiler.enable()
-        idata = pm.sample(
-            step=step,
-            init=init,
-            nuts_sampler="pymc",
-            tune=tune,
-            draws=draws,
-            chains=chains,
-            cores=cores,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-            discard_tuned_samples=False,
+    observations = []
+    if isinstance(sampler, str) and sampler == "nutpie" and chain_timelines:
+        sample_kwargs["progress_callback"] = lambda progress: observations.append(
+            (time.perf_counter(), [chain.finished_draws for chain in progress])
         )
-        if profiler:
-            profiler.disable()
-        if time_step_construction:
-            start = construction_start
-        wall = time.perf_counter() - start
-    stats = idata.sample_stats
-    warmup = idata.warmup_sample_stats
+        sample_kwargs["progress_rate"] = 50
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    sampled = run_sampler(
+        sampler,
+        model,
+        name=name,
+        tune=tune,
+        draws=draws,
+        chains=chains,
+        cores=cores,
+        random_seed=seed,
+        progressbar=False,
+        discard_tuned_samples=False,
+        **sample_kwargs,
+    )
+    if profiler:
+        profiler.disable()
+    result = measurements({name: sampled})[name] | details(sampled)
+    result["timeline"] = timeline(sampled, observations, chain_timelines)
+    if profiler:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
+        result["profile"] = text.getvalue()
+    return sampled, result
+
+
+def timeline(sampled: SamplerRun, observations: list, chain_timelines: bool) -> np.ndarray:
+    """Seconds since the call started at which each draw was done (see :func:`run`)."""
+    if sampled.backend == "nutpie":
+        loop_seconds = sampled.whole_call_seconds - sampled.compile_seconds
+        if not chain_timelines:
+            return nutpie_timeline(sampled.trace, sampled.compile_seconds, loop_seconds)
+        observed = [(moment - sampled.started, counts) for moment, counts in observations]
+        return nutpie_chain_timelines(
+            sampled.trace, sampled.compile_seconds, loop_seconds, observed
+        )
     timelines = pymc_chain_timelines if chain_timelines else pymc_timeline
-    result = {
-        "wall_seconds": wall,
-        "timeline": timelines(idata, start),
-        "sampling_seconds": float(stats["perf_counter_diff"].sum()),
-        "tuning_draw_seconds": float(warmup["perf_counter_diff"].sum()),
-        "accept": float(
-            (stats["accept"] if "accept" in stats else stats["acceptance_rate"]).mean()
-        ),
-        "mean_n_steps": float(stats["n_steps"].mean()),
-        "mean_integration_time": float((stats["n_steps"] * stats["step_size"]).mean()),
-        "divergences": int(stats["diverging"].sum()),
-    }
-    if "n_gradient_evals" in stats:
-        result["gradients_per_draw"] = float(stats["n_gradient_evals"].mean())
-        result["logps_per_draw"] = float(stats["n_logp_evals"].mean())
-    else:
-        result["gradients_per_draw"] = result["logps_per_draw"] = result["mean_n_steps"] + 1.0
-    result.update(ess_summary(idata.posterior))
-    result["ess_per_second"] = result["min_bulk_ess"] / result["sampling_seconds"]
-    result["ess_per_second_whole_call"] = result["min_bulk_ess"] / result["wall_seconds"]
+    return timelines(sampled.trace, sampled.started)
+
+
+def details(sampled: SamplerRun) -> dict:
+    """What the benchmarks record of a run besides its measurements.
+
+    The tuning draws' seconds (PyMC) or the compile's (nutpie); mean leapfrog steps and path
+    length after tuning; ARNSHMC's estimator; and a surrogate step's fit, grid and trajectories.
+    """
+    stats, step = sampled.trace.sample_stats, sampled.step
+    warmup = sampled.trace.warmup_sample_stats
+    result = {}
+    if sampled.backend == "nutpie":
+        result["compile_seconds"] = sampled.compile_seconds
+    elif "perf_counter_diff" in warmup:
+        result["tuning_draw_seconds"] = float(warmup["perf_counter_diff"].sum())
+    if "n_steps" in stats:
+        result["mean_n_steps"] = float(stats["n_steps"].mean())
+        result["mean_integration_time"] = float((stats["n_steps"] * stats["step_size"]).mean())
     if "estimator_points" in stats:
         result["surrogate_refreshes_after_tuning"] = int(
             stats["surrogate_refreshes"].values[0, -1] - warmup["surrogate_refreshes"].values[0, -1]
@@ -213,76 +249,4 @@ def run_pymc(
             "simulated_step_size": best.step_size,
         }
         result["mean_abs_surrogate_error"] = float(np.nanmean(np.abs(stats["surrogate_error"])))
-    if profiler:
-        text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
-        result["profile"] = text.getvalue()
-    return idata, result
-
-
-def run_nutpie(
-    model,
-    tune: int,
-    draws: int,
-    chains: int,
-    seed: int,
-    *,
-    adaptation: str = "diag",
-    cores: int = 1,
-    chain_timelines: bool = False,
-):
-    """nutpie on the same model; its sampling phase is apportioned by gradient evaluations.
-
-    ``adaptation="low_rank"`` is nutpie's low-rank modified mass matrix (nutpie >= 0.16; before,
-    ``low_rank_modified_mass_matrix=True``). ``chain_timelines`` makes ``result["timeline"]`` the
-    ``(chains, tune + draws)`` timelines of every chain, from the draw counts nutpie's progress
-    callback reports every 50 ms (see :func:`~benchmarks.convergence.nutpie_chain_timelines`).
-    """
-    import nutpie
-
-    observations = []
-    options = {} if adaptation == "diag" else {"adaptation": adaptation}
-    if chain_timelines:
-        options["progress_callback"] = lambda progress: observations.append(
-            (time.perf_counter(), [chain.finished_draws for chain in progress])
-        )
-        options["progress_rate"] = 50
-    start = time.perf_counter()
-    compiled = nutpie.compile_pymc_model(model)
-    compile_seconds = time.perf_counter() - start
-    loop_start = time.perf_counter()
-    idata = nutpie.sample(
-        compiled,
-        tune=tune,
-        draws=draws,
-        chains=chains,
-        seed=seed,
-        progress_bar=False,
-        save_warmup=True,
-        cores=cores,
-        **options,
-    )
-    loop_seconds = time.perf_counter() - loop_start
-    wall = time.perf_counter() - start
-    stats, warmup = idata.sample_stats, idata.warmup_sample_stats
-    sampling_steps = float(stats["n_steps"].sum())
-    share = sampling_steps / (sampling_steps + float(warmup["n_steps"].sum()))
-    if chain_timelines:
-        observed = [(moment - start, counts) for moment, counts in observations]
-        timeline = nutpie_chain_timelines(idata, compile_seconds, loop_seconds, observed)
-    else:
-        timeline = nutpie_timeline(idata, compile_seconds, loop_seconds)
-    result = {
-        "wall_seconds": wall,
-        "timeline": timeline,
-        "compile_seconds": compile_seconds,
-        "sampling_seconds": loop_seconds * share,
-        "accept": float(stats["mean_tree_accept"].mean()),
-        "mean_n_steps": float(stats["n_steps"].mean()),
-        "mean_integration_time": float((stats["n_steps"] * stats["step_size"]).mean()),
-        "divergences": int(stats["diverging"].sum()),
-        "gradients_per_draw": float(stats["n_steps"].mean()),
-        "logps_per_draw": float(stats["n_steps"].mean()),
-    }
-    result.update(ess_summary(idata.posterior))
-    return idata, result
+    return result

@@ -21,11 +21,11 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import arviz as az
 import numpy as np
 import pymc as pm
 
 from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.comparison import coordinate_ess
 from pymc_rnshmc.workloads import one_compartment_model
 
 REFERENCE = (
@@ -48,7 +48,7 @@ def report(idata, reference: dict) -> str:
     cells = []
     for index, name in enumerate(reference["names"]):
         draws = np.log(np.asarray(idata.posterior[name].values))
-        ess = float(az.ess(draws, method="bulk"))
+        ess = float(coordinate_ess(draws[..., None], "bulk")[0])
         mcse = np.hypot(draws.std(ddof=1) / np.sqrt(ess), reference["mcse_mean"][index])
         z = (draws.mean() - reference["mean"][index]) / mcse
         cells.append(f"log {name} {z:+.1f} (ESS {ess:.0f})")

@@ -6,8 +6,10 @@
 
 Writes ``benchmarks/results/<workload>.json`` and ``benchmarks/results/<workload>.md``. BLAS is
 pinned to one thread (a multithreaded BLAS made one logp 25 times slower on these machines).
-Times are wall-clock seconds; "draws" is the sampling phase after tuning (PyMC's per-draw
-``perf_counter_diff``; for nutpie its loop time apportioned by gradient evaluations).
+The measurements are :func:`pymc_rnshmc.comparison.comparison_table`'s. Times are wall-clock
+seconds; the whole call's clock starts before the step is built (nutpie: before its compile);
+"draws" is the sampling phase after tuning (PyMC's per-draw ``perf_counter_diff``; for nutpie
+its loop time apportioned by leapfrog steps).
 ARNSHMC needs less tuning than the others and runs with ``--arnshmc-tune`` (500). For every
 sampler the script also reports when its draws first reach a min bulk ESS of ``--target-ess``
 (seconds since the start of the whole call), and plots the relative error of the posterior
@@ -39,12 +41,7 @@ from benchmarks.convergence import (
     relative_error_curve,
     time_to_ess,
 )
-from benchmarks.measure import (
-    evaluation_costs,
-    mean_agreement,
-    run_nutpie,
-    run_pymc,
-)
+from benchmarks.measure import evaluation_costs, measurements, run
 from pymc_rnshmc import ARNSHMC, RNSHMC
 from pymc_rnshmc.workloads import banana, logistic_regression
 
@@ -69,32 +66,37 @@ def run_workload(workload: str, args) -> dict:
         flush=True,
     )
     samplers = {
-        "PyMC NUTS": lambda: run_pymc(
-            model, pm.NUTS, args.tune, args.draws, args.chains, args.seed
-        ),
-        "nutpie": lambda: run_nutpie(model, args.tune, args.draws, args.chains, args.seed),
-        "RNSHMC": lambda: run_pymc(
-            model, RNSHMC, args.tune, args.draws, args.chains, args.seed, profile=args.profile
-        ),
-        "ARNSHMC": lambda: run_pymc(
-            model, ARNSHMC, args.arnshmc_tune, args.draws, args.chains, args.seed
-        ),
+        "PyMC NUTS": (pm.NUTS, args.tune),
+        "nutpie": ("nutpie", args.tune),
+        "RNSHMC": (RNSHMC, args.tune),
+        "ARNSHMC": (ARNSHMC, args.arnshmc_tune),
     }
-    results, posteriors, timelines, idatas = {}, {}, {}, {}
+    results, runs, timelines = {}, {}, {}
     for name in args.samplers.split(","):
-        idata, result = samplers[name]()
-        idatas[name] = idata
-        posteriors[name] = idata.posterior
+        sampler, tune = samplers[name]
+        runs[name], result = run(
+            model,
+            name,
+            sampler,
+            tune=tune,
+            draws=args.draws,
+            chains=args.chains,
+            seed=args.seed,
+            profile=args.profile and name == "RNSHMC",
+        )
         timelines[name] = result.pop("timeline")
-        result["tune"] = args.arnshmc_tune if name == "ARNSHMC" else args.tune
-        result["time_to_ess"] = time_to_ess(idata.posterior, timelines[name], args.target_ess)
+        result["tune"] = tune
+        result["time_to_ess"] = time_to_ess(
+            runs[name].trace.posterior, timelines[name], args.target_ess
+        )
         draws = args.draws * args.chains
         result["seconds_per_draw"] = result["sampling_seconds"] / draws
         result["draw_cost_in_logps"] = result["seconds_per_draw"] / costs["logp_seconds"]
-        result["bulk_ess_per_second"] = result["min_bulk_ess"] / result["sampling_seconds"]
-        result["bulk_ess_per_second_whole_call"] = result["min_bulk_ess"] / result["wall_seconds"]
+        result["bulk_ess_per_second"] = result.pop("ess_per_second")
+        result["bulk_ess_per_second_whole_call"] = result.pop("ess_per_second_whole_call")
         results[name] = result
         print(f"{name}: {summary_line(result)}", flush=True)
+    agreement = measurements(runs, "PyMC NUTS") if "PyMC NUTS" in runs else {}
     for name in results:
         for reference in ("PyMC NUTS", "nutpie"):
             if reference in results and name != reference:
@@ -107,16 +109,15 @@ def run_workload(workload: str, args) -> dict:
                 )
                 results[name][f"speedup_vs_{reference}"] = ratio
                 results[name][f"whole_call_speedup_vs_{reference}"] = whole
-        if "PyMC NUTS" in results and name != "PyMC NUTS":
-            results[name]["max_mean_difference_mcse"] = mean_agreement(
-                posteriors["PyMC NUTS"], posteriors[name]
-            )
+        if "max_mean_difference_mcse" in agreement.get(name, {}):
+            results[name]["max_mean_difference_mcse"] = agreement[name]["max_mean_difference_mcse"]
         for reference in ("PyMC NUTS", "RNSHMC"):
             if reference in results and name != reference:
                 results[name][f"time_to_ess_speedup_vs_{reference}"] = (
                     results[reference]["time_to_ess"]["seconds"]
                     / results[name]["time_to_ess"]["seconds"]
                 )
+    posteriors = {name: sampled.trace.posterior for name, sampled in runs.items()}
     if args.chains == 1 and len(posteriors) > 1:
         FIGURES.mkdir(parents=True, exist_ok=True)
         reference = reference_means(posteriors)
@@ -131,8 +132,8 @@ def run_workload(workload: str, args) -> dict:
         )
         for name in curves:
             results[name]["final_relative_error"] = curves[name]["relative_error"][-1]
-    if "ARNSHMC" in idatas and args.chains == 1:
-        curve = acceptance_by_points(idatas["ARNSHMC"])
+    if "ARNSHMC" in runs and args.chains == 1:
+        curve = acceptance_by_points(runs["ARNSHMC"].trace)
         plot_acceptance(
             curve,
             FIGURES / f"{workload}-arnshmc-acceptance.png",

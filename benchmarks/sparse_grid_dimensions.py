@@ -29,8 +29,8 @@ import pymc as pm
 from benchmarks.measure import (
     compare_with_nuts,
     evaluation_costs,
+    run,
     run_metadata,
-    run_pymc,
     write_results,
 )
 from pymc_rnshmc import SparseGridHMC
@@ -48,11 +48,12 @@ def run_dimension(dim: int, args) -> dict:
     model = logistic_regression(n_obs=args.n_obs, dim=dim)
     costs = evaluation_costs(model, repeats=50)
     print(f"\n== d = {dim}: logp {costs['logp_seconds'] * 1e3:.2f} ms", flush=True)
-    results, posteriors = {}, {}
+    results, runs = {}, {}
     for sampler, factory in SAMPLERS.items():
-        idata, result = run_pymc(model, factory, args.tune, args.draws, 1, args.seed)
+        runs[sampler], result = run(
+            model, sampler, factory, tune=args.tune, draws=args.draws, chains=1, seed=args.seed
+        )
         result.pop("timeline", None)
-        posteriors[sampler] = idata.posterior
         results[sampler] = result
         print(
             f"{sampler}: min bulk ESS {result['min_bulk_ess']:.0f}, accept {result['accept']:.2f}"
@@ -60,7 +61,7 @@ def run_dimension(dim: int, args) -> dict:
             f", grid {result.get('grid_points', '-')} points (level {result.get('grid_level')})",
             flush=True,
         )
-    compare_with_nuts(results, posteriors)
+    compare_with_nuts(results, runs)
     return {"dim": dim, "costs": costs, "results": results}
 
 

@@ -1,11 +1,13 @@
 """Which surrogate design choices matter, measured on the paper's logistic regression.
 
     python -m benchmarks.surrogate_design                 # N = 10 000 (workload B), d = 50
+    python -m benchmarks.surrogate_design --n-obs 1000 --tune 300 --draws 100 --output smoke
 
 For each variant of the random network surrogate (values only or values and gradients, with or
 without the quadratic base, several widths) this samples with ``RNSHMC(surrogate=variant)`` and
 reports the fit time, the gradient error on held-out NUTS posterior draws, the acceptance and the
-minimum bulk ESS per second of the draws after tuning. Writes
+minimum bulk ESS per second of the draws after tuning (measured by
+:func:`pymc_rnshmc.comparison.comparison_table`). Writes
 ``benchmarks/results/surrogate_design.{json,md}``.
 """
 
@@ -23,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pymc as pm
 
-from benchmarks.measure import ess_summary
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate
+from pymc_rnshmc.comparison import comparison_table, run_sampler
 from pymc_rnshmc.workloads import logistic_regression
 
 RESULTS = Path(__file__).parent / "results"
@@ -79,45 +81,45 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-obs", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--output", default="surrogate_design", help="result file stem")
     args = parser.parse_args()
     model = logistic_regression(n_obs=args.n_obs)
     test_positions, test_gradients = held_out_set(model, 300, args.seed + 100)
     spread = np.mean(np.sum((test_gradients - test_gradients.mean(0)) ** 2, axis=1))
     rows = []
     for name, make in VARIANTS.items():
-        with model:
-            step = RNSHMC(surrogate=make())
-            idata = pm.sample(
-                step=step,
-                tune=1000,
-                draws=1000,
-                chains=1,
-                random_seed=args.seed,
-                progressbar=False,
-                compute_convergence_checks=False,
-            )
-        surrogate = step.surrogate
+        sampled = run_sampler(
+            lambda make=make: RNSHMC(surrogate=make()),
+            model,
+            name=name,
+            tune=args.tune,
+            draws=args.draws,
+            chains=1,
+            random_seed=args.seed,
+            progressbar=False,
+        )
+        surrogate = sampled.step.surrogate
         predicted = surrogate.gradient(test_positions)
         error = np.sqrt(np.mean(np.sum((predicted - test_gradients) ** 2, axis=1)) / spread)
-        stats = idata.sample_stats
-        seconds = float(stats["perf_counter_diff"].sum())
-        ess = ess_summary(idata.posterior)
+        measured = comparison_table({name: sampled}).loc[name]
         rows.append(
             {
                 "variant": name,
                 "fit_seconds": surrogate.report.seconds,
                 "n_hidden": surrogate.report.n_hidden,
                 "test_gradient_error": float(error),
-                "accept": float(stats["accept"].mean()),
-                "min_bulk_ess": ess["min_bulk_ess"],
-                "min_tail_ess": ess["min_tail_ess"],
-                "bulk_ess_per_second": ess["min_bulk_ess"] / seconds,
-                "ms_per_draw": 1e3 * seconds / stats["accept"].size,
+                "accept": float(measured["accept"]),
+                "min_bulk_ess": float(measured["min bulk ESS"]),
+                "min_tail_ess": float(measured["min tail ESS"]),
+                "bulk_ess_per_second": float(measured["bulk ESS/s (draws)"]),
+                "ms_per_draw": 1e3 * sampled.draw_seconds / sampled.finish_seconds.size,
             }
         )
         print(rows[-1], flush=True)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "surrogate_design.json").write_text(json.dumps(rows, indent=2))
+    (RESULTS / f"{args.output}.json").write_text(json.dumps(rows, indent=2))
     header = "| variant | s | fit s | held-out gradient error | accept | min bulk ESS | "
     header += "min tail ESS | bulk ESS/s | ms/draw |"
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]
@@ -128,7 +130,7 @@ def main() -> None:
             f"| {row['accept']:.2f} | {row['min_bulk_ess']:.0f} | {row['min_tail_ess']:.0f} | "
             f"{row['bulk_ess_per_second']:.0f} | {row['ms_per_draw']:.2f} |"
         )
-    (RESULTS / "surrogate_design.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.output}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -22,6 +22,10 @@ Workloads (``--workloads``): "logistic_regression" (d = 50, N = 100 000), "pde_3
 (the RNS-HMC paper's d = 20 elliptic PDE on 30 x 30 and 60 x 60 meshes), "ode" (Lotka-Volterra
 through ``pm.ode``, d = 7), "banana" (d = 2) and "gaussian_process" (d = 3, N = 200).
 
+The measurements are :func:`pymc_rnshmc.comparison.comparison_table`'s (the package's ESS,
+evaluations per draw, acceptance, divergences and mean differences); the clock, the timelines,
+the time to the target ESS and the draws' wall time are this script's.
+
 Clock: seconds since the start of the call. For PyMC's samplers the clock starts before the
 step is constructed (the surrogate steps compile the model there; NUTS is built inside
 ``pm.sample``), for nutpie before ``nutpie.compile_pymc_model``. Draw times come from PyMC's
@@ -73,18 +77,10 @@ os.environ["MKL_NUM_THREADS"] = "1"
 
 import argparse
 import traceback
-
-import xarray as xr
+from functools import partial
 
 from benchmarks.convergence import draw_wall_seconds, pooled_time_to_ess
-from benchmarks.measure import (
-    evaluation_costs,
-    mean_agreement,
-    run_metadata,
-    run_nutpie,
-    run_pymc,
-    write_results,
-)
+from benchmarks.measure import evaluation_costs, measurements, run, run_metadata, write_results
 from pymc_rnshmc import ARNSHMC, RNSHMC
 from pymc_rnshmc.workloads import banana, gaussian_process, logistic_regression
 from pymc_rnshmc.workloads.elliptic_pde import elliptic_pde
@@ -112,48 +108,40 @@ WORKLOADS = {
 }
 BASELINES = ("NUTS", "NUTS dense", "nutpie", "nutpie low-rank")
 SURROGATES = ("RNSHMC", "RNSHMC nuts", "RNSHMC explored", "ARNSHMC")
-STEPS = {
-    "NUTS": None,
-    "NUTS dense": None,
-    "RNSHMC": lambda tune: RNSHMC(),
-    "RNSHMC nuts": lambda tune: RNSHMC(dynamics="nuts"),
-    "RNSHMC explored": lambda tune: RNSHMC(exploration_steps=max(1, round(0.7 * tune))),
-    "ARNSHMC": lambda tune: ARNSHMC(),
+SAMPLERS = {
+    "NUTS": lambda tune: "pymc",
+    "NUTS dense": lambda tune: "pymc",
+    "nutpie": lambda tune: "nutpie",
+    "nutpie low-rank": lambda tune: "nutpie",
+    "RNSHMC": lambda tune: RNSHMC,
+    "RNSHMC nuts": lambda tune: partial(RNSHMC, dynamics="nuts"),
+    "RNSHMC explored": lambda tune: partial(RNSHMC, exploration_steps=max(1, round(0.7 * tune))),
+    "ARNSHMC": lambda tune: ARNSHMC,
 }
-INITS = {"NUTS dense": "jitter+adapt_full"}
-NUTPIE_ADAPTATION = {"nutpie": "diag", "nutpie low-rank": "low_rank"}
+"""Each sampler as :func:`pymc_rnshmc.comparison.run_sampler` takes it, given the tuning length
+(only "RNSHMC explored" depends on it)."""
+OPTIONS = {
+    "NUTS dense": {"init": "jitter+adapt_full"},
+    "nutpie low-rank": {"adaptation": "low_rank"},
+}
 
 
-def run_sampler(name: str, model, args) -> tuple:
-    """One sampler's ``pm.sample`` (or nutpie) call: its posterior and raw measurements."""
-    common = {"tune": args.tune, "draws": args.draws, "chains": args.chains, "seed": args.seed}
-    if name in NUTPIE_ADAPTATION:
-        idata, result = run_nutpie(
-            model,
-            **common,
-            adaptation=NUTPIE_ADAPTATION[name],
-            cores=args.cores,
-            chain_timelines=True,
-        )
-        return idata.posterior, result
-    built = {}
-    factory = STEPS[name]
-
-    def build():
-        built["step"] = factory(args.tune)
-        return built["step"]
-
-    idata, result = run_pymc(
+def run_one(name: str, model, args) -> tuple:
+    """One sampler's ``pm.sample`` (or nutpie) call and its raw measurements."""
+    sampled, result = run(
         model,
-        None if factory is None else build,
-        **common,
-        init=INITS.get(name, "auto"),
+        name,
+        SAMPLERS[name](args.tune),
+        tune=args.tune,
+        draws=args.draws,
+        chains=args.chains,
+        seed=args.seed,
         cores=args.cores,
         chain_timelines=True,
-        time_step_construction=True,
+        **OPTIONS.get(name, {}),
     )
-    result["setup_seconds"] = setup_seconds(built.get("step"), args)
-    return idata.posterior, result
+    result["setup_seconds"] = setup_seconds(sampled.step, args)
+    return sampled, result
 
 
 def setup_seconds(step, args) -> float | None:
@@ -166,7 +154,7 @@ def setup_seconds(step, args) -> float | None:
 def summarize(result: dict, posterior, args) -> dict:
     """The whole-call quantities of one run, added to its raw measurements."""
     timelines = result.pop("timeline")
-    result.pop("ess_per_second", None)  # run_pymc's, from summed per-draw times
+    result.pop("ess_per_second", None)  # from summed per-draw times; here: draw_seconds
     parallel = min(args.chains, args.cores)
     n_draws = args.draws * args.chains
     reached = pooled_time_to_ess(posterior, timelines, args.target_ess, parallel)
@@ -196,14 +184,6 @@ def strongest_baseline(results: dict) -> str | None:
         if name in results and results[name].get("effective_time_to_ess") is not None
     }
     return min(timed, key=timed.get) if timed else None
-
-
-def agreement(reference, other) -> float:
-    """:func:`mean_agreement` over the variables both posteriors report."""
-    names = sorted(set(reference.data_vars) & set(other.data_vars))
-    return mean_agreement(
-        xr.Dataset({n: reference[n] for n in names}), xr.Dataset({n: other[n] for n in names})
-    )
 
 
 def ratio(numerator, denominator) -> float | None:
@@ -254,22 +234,20 @@ def run_workload(workload: str, args) -> dict:
         f"logp+grad {costs['logp_gradient_seconds'] * 1e3:.3f} ms",
         flush=True,
     )
-    results, posteriors = {}, {}
+    results, runs = {}, {}
     for name in args.samplers.split(","):
         try:
-            posteriors[name], raw = run_sampler(name, model, args)
-            results[name] = summarize(raw, posteriors[name], args)
+            runs[name], raw = run_one(name, model, args)
+            results[name] = summarize(raw, runs[name].trace.posterior, args)
         except Exception as err:  # one sampler's failure must not end the run
             traceback.print_exc()
             results[name] = {"error": f"{type(err).__name__}: {err}"}
         print(f"{name}: {summary_line(results[name])}", flush=True)
     strongest = strongest_baseline(results)
     if strongest:
-        for name in posteriors:
-            if name != strongest:
-                results[name]["max_mean_difference_mcse"] = agreement(
-                    posteriors[strongest], posteriors[name]
-                )
+        for name, measured in measurements(runs, strongest).items():
+            if "max_mean_difference_mcse" in measured:
+                results[name]["max_mean_difference_mcse"] = measured["max_mean_difference_mcse"]
     return {
         "workload": workload,
         "label": label,

@@ -5,9 +5,22 @@ the potential ``U = -logp`` to what it saw, and then proposes with the surrogate
 the Metropolis test uses the exact log density, so the chain targets the exact posterior.
 """
 
-from pymc_rnshmc.comparison import SamplerComparison, compare_samplers
+from pymc_rnshmc.comparison import (
+    SamplerComparison,
+    SamplerRun,
+    compare_samplers,
+    comparison_table,
+    run_sampler,
+)
 from pymc_rnshmc.diagnostics import plot_surrogate
-from pymc_rnshmc.step_methods import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC, SurrogateWarning
+from pymc_rnshmc.step_methods import (
+    ARNSHMC,
+    RNSHMC,
+    RNSRMHMC,
+    ModelEvaluationError,
+    SparseGridHMC,
+    SurrogateWarning,
+)
 from pymc_rnshmc.surrogates import (
     FitReport,
     PotentialSurrogate,
@@ -22,13 +35,17 @@ __all__ = [
     "RNSHMC",
     "RNSRMHMC",
     "FitReport",
+    "ModelEvaluationError",
     "PotentialSurrogate",
     "RandomNetworkSurrogate",
     "SamplerComparison",
+    "SamplerRun",
     "SparseGridHMC",
     "SurrogateFitError",
     "SurrogateWarning",
     "__version__",
     "compare_samplers",
+    "comparison_table",
     "plot_surrogate",
+    "run_sampler",
 ]

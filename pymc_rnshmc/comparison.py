@@ -1,19 +1,22 @@
 """One call that samples a model with PyMC's NUTS (and nutpie) and surrogate samplers, and compares.
 
 :func:`compare_samplers` runs every sampler on the same model with the same tuning, draws,
-chains and seed, timing each whole ``pm.sample`` call, and returns a :class:`SamplerComparison`:
-a tidy table (ESS from ArviZ, per second of the draws and of the whole call; exact evaluations
-per draw; acceptance; divergences; how far each posterior mean is from the reference's, in Monte
-Carlo standard errors) and two figures (ESS per second; relative error of the posterior means
-against wall time). It is the comparison the benchmark scripts and the README's first command
-make, so users need not copy it out of ``benchmarks/``.
+chains and seed (unless a sampler's own options say otherwise), timing each whole call, and
+returns a :class:`SamplerComparison`: a tidy table (ESS from ArviZ, per second of the draws and
+of the whole call; exact evaluations per draw; acceptance; divergences; how far each posterior
+mean is from the reference's, in Monte Carlo standard errors) and two figures (ESS per second;
+relative error of the posterior means against wall time).
+
+Its pieces serve runs made one at a time (the benchmark scripts time, profile and record runs
+this way): :func:`run_sampler` is one run, :func:`comparison_table` the table of any runs, and
+:func:`posterior_coordinates` and :func:`coordinate_ess` the draws and the ESS the table uses.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,12 +28,24 @@ import xarray as xr
 
 from pymc_rnshmc.step_methods.exact_model import has_gradient
 
-__all__ = ["SamplerComparison", "SamplerRun", "compare_samplers"]
+__all__ = [
+    "SamplerComparison",
+    "SamplerRun",
+    "compare_samplers",
+    "comparison_table",
+    "coordinate_ess",
+    "error_over_time",
+    "posterior_coordinates",
+    "run_sampler",
+]
 
 _log = logging.getLogger("pymc.rnshmc")
 
 NUTS_NAME = "PyMC NUTS"
 NUTPIE_NAME = "nutpie"
+NUTS_BACKENDS = ("pymc", "nutpie")
+"""The strings that stand for a NUTS implementation among the samplers, as ``pm.sample``'s
+``nuts_sampler`` names them."""
 
 
 @dataclass
@@ -41,14 +56,32 @@ class SamplerRun:
     ----------
     name : str
     trace : InferenceData or DataTree
-        What ``pm.sample`` returned.
+        What ``pm.sample`` (or ``nutpie.sample``) returned, with the tuning draws in its
+        ``warmup_*`` groups when they were kept.
     whole_call_seconds : float
-        Wall time of the whole call (tuning, fits, setup and draws).
+        Wall time of the whole call: building the step, tuning, fits and draws (nutpie: compiling
+        the model and sampling).
     draw_seconds : float
-        Wall time of the draws after tuning, from the step's own timers (NaN without them).
+        Seconds of the draws after tuning, from the step's own per-draw timers summed over the
+        chains (NaN without them). nutpie keeps none: its sampling time in proportion to its
+        leapfrog steps after tuning.
     finish_seconds : ndarray or None
         ``(chain, draw)`` seconds since the call started at which each kept draw was done
         (``None`` without per-draw timers).
+    backend : {"pymc", "nutpie"}
+        What ran the draws. NUTS's evaluations per draw depend on it: PyMC's evaluates the
+        start of every trajectory again, nutpie's reuses it.
+    step : step method or None
+        The step ``pm.sample`` ran (``None`` when ``pm.sample`` built its own NUTS, and for
+        nutpie). After the call it holds the state of the last chain sampled in this process;
+        chains sampled in worker processes (``cores > 1``) leave it untouched.
+    started : float
+        ``time.perf_counter()`` when the call started: the origin of ``finish_seconds``. The
+        clock is system-wide, so a trace's ``perf_counter_start`` minus it is the time since the
+        call started, in worker processes too.
+    compile_seconds : float
+        nutpie: the part of the whole call spent compiling the model (NaN for ``pm.sample``,
+        whose steps compile inside the call).
     """
 
     name: str
@@ -56,6 +89,10 @@ class SamplerRun:
     whole_call_seconds: float
     draw_seconds: float
     finish_seconds: np.ndarray | None = None
+    backend: str = "pymc"
+    step: Any = None
+    started: float = np.nan
+    compile_seconds: float = np.nan
 
 
 @dataclass
@@ -147,80 +184,178 @@ def compare_samplers(
     nutpie: bool | None = None,
     progressbar: bool = True,
     reference: str | None = None,
+    discard_tuned_samples: bool = True,
+    sample_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> SamplerComparison:
     """Sample ``model`` with PyMC's NUTS, nutpie and the given samplers, and compare them.
 
     Every sampler runs with the same ``tune``, ``draws``, ``chains``, ``cores`` and
-    ``random_seed``, one after another, each whole ``pm.sample`` call timed.
+    ``random_seed`` unless its ``sample_kwargs`` say otherwise, one after another, each whole
+    call timed (:func:`run_sampler`).
 
     Parameters
     ----------
     model : pymc.Model, optional
         Default: the model of the enclosing ``with`` block.
     samplers : mapping or sequence, optional
-        Step methods to compare: a step class (``RNSHMC``), a step instance, or a callable
-        that returns a step, built inside the model's context. A mapping gives their names,
-        a sequence names them after their class. Default ``{"RNSHMC": RNSHMC}``.
+        Samplers to compare: a step class (``RNSHMC``), a step instance, a callable that returns
+        a step (built inside the model's context), or a NUTS implementation by name, ``"pymc"``
+        or ``"nutpie"`` (run under another name with its own ``sample_kwargs``: NUTS with a
+        dense mass matrix, nutpie with low-rank adaptation). A mapping gives their names, a
+        sequence names them after their class (``"pymc"``: "PyMC NUTS"). Default
+        ``{"RNSHMC": RNSHMC}``.
     tune, draws, chains, cores, random_seed
-        Passed to every ``pm.sample`` call.
+        Of every sampling call.
     nuts : bool
-        Include PyMC's own NUTS (``nuts_sampler="pymc"``), with its default initialisation.
+        Include PyMC's own NUTS (``"PyMC NUTS"``: ``pm.sample`` with its default
+        initialisation).
     nutpie : bool, optional
-        Include nutpie; default when it is installed. Neither NUTS runs on a model whose
-        logp has no gradient: they are skipped and say so.
+        Include nutpie; default when it is installed. No NUTS runs on a model whose logp has no
+        gradient: they are skipped and say so.
     progressbar : bool
         PyMC's progress bar for each run.
     reference : str, optional
-        The run whose posterior means the others are compared with; default PyMC's NUTS if it
-        ran, else the first run.
+        The run whose posterior means the others are compared with; default the first run of
+        ``"pymc"`` (PyMC's NUTS) if one ran, else the first run.
+    discard_tuned_samples : bool
+        ``False`` keeps the tuning draws and their statistics in every trace.
+    sample_kwargs : mapping of str to mapping, optional
+        Per run name, keyword arguments of its call that override the shared ones (``{"ARNSHMC":
+        {"tune": 500}}``) or add to them: of ``pm.sample`` (``{"NUTS dense": {"init":
+        "jitter+adapt_full"}}``) or, for nutpie, of ``nutpie.sample`` (``{"nutpie low-rank":
+        {"adaptation": "low_rank"}}``).
 
     Returns
     -------
     SamplerComparison
-        Its ``table`` has, per run: ``whole call s``, ``draws s`` (the draws after tuning,
-        from the step's timers; NaN for nutpie), min and median bulk ESS and min and median
-        tail ESS over every coordinate (ArviZ), bulk and tail ESS per second of the draws and
-        of the whole call, ``logp evals/draw`` and ``grad evals/draw`` (exact evaluations; for
-        NUTS one joint evaluation per leapfrog step), ``accept``, ``divergences``, and
-        ``max |dmean| (MCSE)``: the largest difference of a posterior mean from the
-        reference's, in Monte Carlo standard errors of both.
+        Its ``table`` has, per run: ``whole call s``, ``draws s`` (the draws after tuning, from
+        the step's timers; nutpie's sampling time in proportion to its leapfrog steps after
+        tuning), min and median bulk ESS and min and median tail ESS over every coordinate
+        (ArviZ), bulk and tail ESS per second of the draws and of the whole call, ``logp
+        evals/draw`` and ``grad evals/draw`` (exact evaluations after tuning; NUTS evaluates
+        logp and gradient together, once per leapfrog step, and PyMC's once more at the start of
+        each trajectory), ``accept``, ``divergences`` (after tuning), and ``max |dmean|
+        (MCSE)``: the largest difference of a posterior mean from the reference's, in Monte
+        Carlo standard errors of both, over the variables both report.
 
     Examples
     --------
     >>> from pymc_rnshmc import RNSHMC, compare_samplers
     >>> with model:  # doctest: +SKIP
-    ...     comparison = compare_samplers(samplers=[RNSHMC], tune=1000, draws=1000)
+    ...     comparison = compare_samplers(
+    ...         samplers={"RNSHMC": RNSHMC, "NUTS dense": "pymc"},
+    ...         sample_kwargs={"NUTS dense": {"init": "jitter+adapt_full"}},
+    ...     )
     >>> print(comparison)  # doctest: +SKIP
     >>> comparison.plot_ess()  # doctest: +SKIP
     """
     model = pm.modelcontext(model)
-    factories = _named_factories(samplers)
-    skipped: dict[str, str] = {}
-    baselines = _baselines(model, nuts, nutpie, skipped)
-    options = {
+    every: dict[str, Any] = {}
+    if nuts:
+        every[NUTS_NAME] = "pymc"
+    if _nutpie_installed() if nutpie is None else nutpie:
+        every[NUTPIE_NAME] = "nutpie"
+    every |= _named_samplers(samplers)
+    skipped = _unrunnable(model, every)
+    every = {name: sampler for name, sampler in every.items() if name not in skipped}
+    sample_kwargs = dict(sample_kwargs or {})
+    unknown = set(sample_kwargs) - set(every) - set(skipped)
+    if unknown:
+        raise ValueError(
+            f"sample_kwargs names {sorted(unknown)}, not among the runs {list(every)}."
+        )
+    if not every:
+        raise ValueError("compare_samplers has nothing to run: give samplers or nuts=True.")
+    if reference is None:
+        nuts_runs = [name for name, sampler in every.items() if _is_backend(sampler, "pymc")]
+        reference = (nuts_runs or list(every))[0]
+    if reference not in every:
+        raise ValueError(f"reference {reference!r} is not among the runs {list(every)}.")
+    shared = {
         "tune": tune,
         "draws": draws,
         "chains": chains,
         "cores": cores,
         "random_seed": random_seed,
         "progressbar": progressbar,
+        "discard_tuned_samples": discard_tuned_samples,
     }
-    every = {**baselines, **factories}
-    if not every:
-        raise ValueError("compare_samplers has nothing to run: give samplers or nuts=True.")
-    if reference is None:
-        reference = NUTS_NAME if NUTS_NAME in every else next(iter(every))
-    if reference not in every:
-        raise ValueError(f"reference {reference!r} is not among the runs {list(every)}.")
     runs: dict[str, SamplerRun] = {}
-    for position, (name, run) in enumerate(every.items(), start=1):
+    for position, (name, sampler) in enumerate(every.items(), start=1):
         _log.info("compare_samplers: %s (%d of %d)", name, position, len(every))
-        runs[name] = run(name, model, options)
+        options = shared | dict(sample_kwargs.get(name, {}))
+        runs[name] = run_sampler(sampler, model, name=name, **options)
     return SamplerComparison(runs, reference, skipped)
 
 
+def run_sampler(
+    sampler: Any,
+    model: pm.Model | None = None,
+    *,
+    name: str | None = None,
+    tune: int = 1000,
+    draws: int = 1000,
+    chains: int = 2,
+    cores: int = 1,
+    random_seed: int = 1,
+    progressbar: bool = True,
+    discard_tuned_samples: bool = True,
+    **sample_kwargs: Any,
+) -> SamplerRun:
+    """Sample ``model`` with one sampler and time the whole call, as :func:`compare_samplers` does.
+
+    Parameters
+    ----------
+    sampler : step class, step instance, callable, "pymc" or "nutpie"
+        As in :func:`compare_samplers`: ``"pymc"`` lets ``pm.sample`` build its NUTS,
+        ``"nutpie"`` compiles the model with ``nutpie.compile_pymc_model`` and samples with
+        ``nutpie.sample``.
+    model : pymc.Model, optional
+        Default: the model of the enclosing ``with`` block.
+    name : str, optional
+        The run's name; default the sampler's class name ("PyMC NUTS", "nutpie").
+    tune, draws, chains, cores, random_seed, progressbar
+        Of the call (for nutpie, ``random_seed`` is its ``seed`` and ``progressbar`` its
+        ``progress_bar``).
+    discard_tuned_samples : bool
+        ``False`` keeps the tuning draws and their statistics in the trace (``warmup_*``
+        groups).
+    **sample_kwargs
+        Further keyword arguments of ``pm.sample`` (``init="jitter+adapt_full"``,
+        ``target_accept``, ``idata_kwargs``, ...) or, for nutpie, of ``nutpie.sample``
+        (``adaptation="low_rank"``, ``progress_callback``, ...).
+
+    Returns
+    -------
+    SamplerRun
+        Its clock starts before a step class or callable builds the step (the surrogate samplers
+        compile the model there; a step instance was built before) and, for nutpie, before the
+        model is compiled.
+    """
+    model = pm.modelcontext(model)
+    name = _sampler_name(sampler) if name is None else name
+    shared = {"tune": tune, "draws": draws, "chains": chains, "cores": cores}
+    if _is_backend(sampler, "nutpie"):
+        options = shared | {"seed": random_seed, "progress_bar": progressbar}
+        return _run_nutpie(name, model, options | sample_kwargs, discard_tuned_samples)
+    options = shared | {
+        "random_seed": random_seed,
+        "progressbar": progressbar,
+        "discard_tuned_samples": discard_tuned_samples,
+        "compute_convergence_checks": False,
+    }
+    if _is_backend(sampler, "pymc"):
+        options["nuts_sampler"] = "pymc"  # PyMC 6 picks nutpie by default where installed
+    with model:
+        started = time.perf_counter()
+        step = None if _is_backend(sampler, "pymc") else _build(sampler)
+        trace = pm.sample(step=step, **(options | sample_kwargs))
+        wall = time.perf_counter() - started
+    return _pymc_run(name, trace, wall, started, step)
+
+
 # ----------------------------------------------------------------- running
-def _named_factories(samplers) -> dict[str, Callable]:
+def _named_samplers(samplers) -> dict[str, Any]:
     if samplers is None:
         from pymc_rnshmc.step_methods import RNSHMC
 
@@ -234,20 +369,23 @@ def _named_factories(samplers) -> dict[str, Callable]:
             "samplers must be a mapping of names to step methods or a sequence of them; got "
             f"{samplers!r}."
         )
-    factories, seen = {}, {}
+    named, seen = {}, {}
     for name, sampler in items:
-        if not (isinstance(sampler, type) or callable(sampler) or hasattr(sampler, "step")):
+        if isinstance(sampler, str) and sampler not in NUTS_BACKENDS:
+            raise TypeError(f"{name!r}: a sampler named by a string is one of {NUTS_BACKENDS}.")
+        if not (isinstance(sampler, str) or callable(sampler) or hasattr(sampler, "step")):
             raise TypeError(
-                f"{name!r}: a sampler must be a step class, a step instance or a callable that "
-                f"returns a step; got {sampler!r}."
+                f"{name!r}: a sampler must be a step class, a step instance, a callable that "
+                f"returns a step, or one of {NUTS_BACKENDS}; got {sampler!r}."
             )
         seen[name] = seen.get(name, 0) + 1
-        label = name if seen[name] == 1 else f"{name} ({seen[name]})"
-        factories[label] = _step_runner(sampler)
-    return factories
+        named[name if seen[name] == 1 else f"{name} ({seen[name]})"] = sampler
+    return named
 
 
 def _sampler_name(sampler) -> str:
+    if isinstance(sampler, str):
+        return {"pymc": NUTS_NAME, "nutpie": NUTPIE_NAME}.get(sampler, sampler)
     if isinstance(sampler, type):
         return sampler.__name__
     if hasattr(sampler, "step"):
@@ -255,40 +393,28 @@ def _sampler_name(sampler) -> str:
     return getattr(sampler, "__name__", type(sampler).__name__)
 
 
-def _step_runner(sampler) -> Callable:
-    def run(name: str, model: pm.Model, options: dict) -> SamplerRun:
-        with model:
-            start = time.perf_counter()
-            step = (
-                sampler() if isinstance(sampler, type) or not hasattr(sampler, "step") else sampler
-            )
-            trace = pm.sample(step=step, compute_convergence_checks=False, **options)
-            wall = time.perf_counter() - start
-        return _pymc_run(name, trace, wall, start)
-
-    return run
+def _is_backend(sampler, backend: str) -> bool:
+    return isinstance(sampler, str) and sampler == backend
 
 
-def _baselines(model, nuts: bool, nutpie: bool | None, skipped: dict) -> dict[str, Callable]:
-    baselines: dict[str, Callable] = {}
-    wanted = {NUTS_NAME: nuts, NUTPIE_NAME: nutpie}
-    if nutpie is None:
-        wanted[NUTPIE_NAME] = _nutpie_installed()
-    if not any(wanted.values()):
-        return baselines
+def _build(sampler):
+    """The step of a step class or callable; a step instance as it is."""
+    if isinstance(sampler, type) or not hasattr(sampler, "step"):
+        return sampler()
+    return sampler
+
+
+def _unrunnable(model, samplers: dict) -> dict[str, str]:
+    """The NUTS runs that cannot run (no gradient, nutpie not installed), and why."""
+    wanted = {name: s for name, s in samplers.items() if isinstance(s, str)}
+    if not wanted:
+        return {}
     if not has_gradient(model, model.value_vars):
-        for name, want in wanted.items():
-            if want:
-                skipped[name] = "the model's logp has no gradient"
-        return baselines
-    if wanted[NUTS_NAME]:
-        baselines[NUTS_NAME] = _nuts_runner("pymc")
-    if wanted[NUTPIE_NAME]:
-        if _nutpie_installed():
-            baselines[NUTPIE_NAME] = _nuts_runner("nutpie")
-        else:
-            skipped[NUTPIE_NAME] = "not installed (pip install nutpie)"
-    return baselines
+        return dict.fromkeys(wanted, "the model's logp has no gradient")
+    if _nutpie_installed():
+        return {}
+    reason = "not installed (pip install nutpie)"
+    return {name: reason for name, sampler in wanted.items() if sampler == "nutpie"}
 
 
 def _nutpie_installed() -> bool:
@@ -299,49 +425,102 @@ def _nutpie_installed() -> bool:
     return True
 
 
-def _nuts_runner(backend: str) -> Callable:
-    def run(name: str, model: pm.Model, options: dict) -> SamplerRun:
-        with model:
-            start = time.perf_counter()
-            trace = pm.sample(nuts_sampler=backend, compute_convergence_checks=False, **options)
-            wall = time.perf_counter() - start
-        if backend == "pymc":
-            return _pymc_run(name, trace, wall, start)
-        return SamplerRun(name, trace, wall, np.nan)
+def _run_nutpie(name: str, model, options: dict, discard_tuned_samples: bool) -> SamplerRun:
+    import nutpie
 
-    return run
+    started = time.perf_counter()
+    compiled = nutpie.compile_pymc_model(model)
+    compiled_at = time.perf_counter()
+    trace = nutpie.sample(compiled, **({"save_warmup": True} | options))
+    ended = time.perf_counter()
+    draw_seconds = (ended - compiled_at) * _share_after_tuning(trace)
+    if discard_tuned_samples:
+        for group in [g for g in _groups(trace) if g.startswith("warmup_")]:
+            del trace[group]
+    return SamplerRun(
+        name,
+        trace,
+        ended - started,
+        draw_seconds,
+        backend="nutpie",
+        started=started,
+        compile_seconds=compiled_at - started,
+    )
 
 
-def _pymc_run(name: str, trace, wall: float, start: float) -> SamplerRun:
+def _share_after_tuning(trace) -> float:
+    """The share of the leapfrog steps made after tuning (NaN without the tuning's)."""
+    if "warmup_sample_stats" not in _groups(trace):
+        return np.nan
+    after = float(np.sum(trace.sample_stats["n_steps"].values))
+    return after / (after + float(np.sum(trace.warmup_sample_stats["n_steps"].values)))
+
+
+def _groups(trace) -> list[str]:
+    """The groups of an InferenceData (arviz 0.23) or DataTree (arviz 1.x)."""
+    return list(trace.children) if hasattr(trace, "children") else list(trace.groups())
+
+
+def _pymc_run(name: str, trace, wall: float, started: float, step) -> SamplerRun:
     stats = trace.sample_stats
     if "perf_counter_diff" not in stats:
-        return SamplerRun(name, trace, wall, np.nan)
+        return SamplerRun(name, trace, wall, np.nan, step=step, started=started)
     diff = np.asarray(stats["perf_counter_diff"].values, dtype=float)
     finish = None
     if "perf_counter_start" in stats:
-        finish = np.asarray(stats["perf_counter_start"].values, dtype=float) + diff - start
-    return SamplerRun(name, trace, wall, float(diff.sum()), finish)
+        finish = np.asarray(stats["perf_counter_start"].values, dtype=float) + diff - started
+    return SamplerRun(name, trace, wall, float(diff.sum()), finish, step=step, started=started)
 
 
 # ----------------------------------------------------------------- measuring
-def _coordinates(trace) -> np.ndarray:
-    """Every coordinate of every posterior variable: ``(chain, draw, coordinates)``."""
-    posterior = trace.posterior
-    columns = []
-    for name in posterior.data_vars:
-        values = np.asarray(posterior[name].values, dtype=float)
-        columns.append(values.reshape(values.shape[0], values.shape[1], -1))
-    return np.concatenate(columns, axis=2)
+def _variables(posterior) -> dict[str, np.ndarray]:
+    """Each variable as ``(chain, draw, coordinates)``, in name order, without ``__`` names."""
+    variables = {}
+    for name in sorted(str(name) for name in posterior.data_vars):
+        if not name.endswith("__"):
+            values = np.asarray(posterior[name].values, dtype=float)
+            variables[name] = values.reshape(values.shape[0], values.shape[1], -1)
+    return variables
 
 
-def _ess(draws: np.ndarray, method: str) -> np.ndarray:
-    """ArviZ ESS of every coordinate of ``(chain, draw, coordinates)`` (arviz 0.23 and 1.x)."""
-    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), draws)})
+def posterior_coordinates(posterior) -> np.ndarray:
+    """Every coordinate of every variable of a posterior, as ``(chain, draw, coordinate)``.
+
+    Parameters
+    ----------
+    posterior : xarray.Dataset or DataTree
+        A trace's ``posterior`` group.
+
+    Returns
+    -------
+    ndarray
+        The variables in name order, each raveled; PyMC's transformed copies (names ending in
+        ``__``) are left out.
+    """
+    return np.concatenate(list(_variables(posterior).values()), axis=2)
+
+
+def coordinate_ess(draws: np.ndarray, method: str = "bulk") -> np.ndarray:
+    """ArviZ's ESS of every coordinate of ``(chain, draw, coordinate)`` draws.
+
+    Parameters
+    ----------
+    draws : ndarray
+        ``(chain, draw, coordinate)``, as :func:`posterior_coordinates` gives them.
+    method : str
+        ArviZ's ``method``: ``"bulk"``, ``"tail"``, ...
+
+    Returns
+    -------
+    ndarray
+        One ESS per coordinate (NaN where ArviZ gives none, as for a constant coordinate).
+    """
+    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), np.asarray(draws, dtype=float))})
     return np.asarray(az.ess(dataset, method=method)["x"].values, dtype=float)
 
 
 def _moments(trace) -> tuple[np.ndarray, np.ndarray]:
-    draws = _coordinates(trace)
+    draws = posterior_coordinates(trace.posterior)
     return draws.mean(axis=(0, 1)), draws.std(axis=(0, 1), ddof=1)
 
 
@@ -352,61 +531,102 @@ def _stat_mean(stats, *names: str) -> float:
     return np.nan
 
 
-def _evaluations(stats) -> tuple[float, float]:
+def _evaluations(stats, backend: str) -> tuple[float, float]:
     """Exact logp and gradient evaluations per draw."""
     if "n_logp_evals" in stats:
         return _stat_mean(stats, "n_logp_evals"), _stat_mean(stats, "n_gradient_evals")
-    steps = _stat_mean(stats, "n_steps")  # NUTS: one joint evaluation per leapfrog step
+    # NUTS: one joint evaluation per leapfrog step; PyMC's also evaluates each start again
+    steps = _stat_mean(stats, "n_steps") + (1.0 if backend == "pymc" else 0.0)
     return steps, steps
 
 
-def comparison_table(runs: Mapping[str, SamplerRun], reference: str) -> pd.DataFrame:
-    """The table of :func:`compare_samplers` (see there for its columns)."""
-    reference_draws = _coordinates(runs[reference].trace)
-    reference_mcse = _mcse(reference_draws, _ess(reference_draws, "bulk"))
+@dataclass
+class _Summary:
+    """A posterior's coordinates: their variables' names, means, MCSEs and ESS."""
+
+    labels: np.ndarray
+    mean: np.ndarray
+    mcse: np.ndarray
+    bulk: np.ndarray
+    tail: np.ndarray
+
+    @classmethod
+    def of(cls, trace) -> _Summary:
+        variables = _variables(trace.posterior)
+        draws = np.concatenate(list(variables.values()), axis=2)
+        labels = np.repeat(list(variables), [v.shape[2] for v in variables.values()])
+        bulk = coordinate_ess(draws, "bulk")
+        mcse = draws.std(axis=(0, 1), ddof=1) / np.sqrt(bulk)
+        return cls(labels, draws.mean(axis=(0, 1)), mcse, bulk, coordinate_ess(draws, "tail"))
+
+    def max_difference(self, reference: _Summary) -> float:
+        """Largest ``|mean - reference's|`` in combined MCSEs, over the variables both have."""
+        shared = np.intersect1d(self.labels, reference.labels)
+        mine, theirs = np.isin(self.labels, shared), np.isin(reference.labels, shared)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            difference = np.abs(self.mean[mine] - reference.mean[theirs])
+            in_mcse = difference / np.hypot(self.mcse[mine], reference.mcse[theirs])
+        return float(np.nanmax(in_mcse)) if in_mcse.size else np.nan
+
+
+def comparison_table(runs: Mapping[str, SamplerRun], reference: str | None = None) -> pd.DataFrame:
+    """The table of :func:`compare_samplers` for any runs (see there for its columns).
+
+    Parameters
+    ----------
+    runs : mapping of str to SamplerRun
+        From :func:`run_sampler`, or made by hand (``SamplerRun(name, trace, seconds, np.nan)``
+        for a ``pm.sample_smc`` call, say).
+    reference : str, optional
+        The run the posterior means are compared with; without one ``max |dmean| (MCSE)`` is
+        NaN.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run, indexed by name.
+    """
+    summaries = {name: _Summary.of(run.trace) for name, run in runs.items()}
     rows = {}
     for name, run in runs.items():
-        draws = _coordinates(run.trace)
-        bulk, tail = _ess(draws, "bulk"), _ess(draws, "tail")
-        stats = run.trace.sample_stats
-        logps, gradients = _evaluations(stats)
-        difference = np.abs(draws.mean(axis=(0, 1)) - reference_draws.mean(axis=(0, 1)))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            in_mcse = difference / np.hypot(_mcse(draws, bulk), reference_mcse)
+        summary, stats = summaries[name], run.trace.sample_stats
+        bulk, tail = summary.bulk.min(), summary.tail.min()
+        logps, gradients = _evaluations(stats, run.backend)
+        if reference is None:
+            difference = np.nan
+        elif name == reference:
+            difference = 0.0
+        else:
+            difference = summary.max_difference(summaries[reference])
         rows[name] = {
             "whole call s": run.whole_call_seconds,
             "draws s": run.draw_seconds,
-            "min bulk ESS": bulk.min(),
-            "median bulk ESS": float(np.median(bulk)),
-            "min tail ESS": tail.min(),
-            "median tail ESS": float(np.median(tail)),
-            "bulk ESS/s (draws)": bulk.min() / run.draw_seconds,
-            "tail ESS/s (draws)": tail.min() / run.draw_seconds,
-            "bulk ESS/s (call)": bulk.min() / run.whole_call_seconds,
-            "tail ESS/s (call)": tail.min() / run.whole_call_seconds,
+            "min bulk ESS": bulk,
+            "median bulk ESS": float(np.median(summary.bulk)),
+            "min tail ESS": tail,
+            "median tail ESS": float(np.median(summary.tail)),
+            "bulk ESS/s (draws)": bulk / run.draw_seconds,
+            "tail ESS/s (draws)": tail / run.draw_seconds,
+            "bulk ESS/s (call)": bulk / run.whole_call_seconds,
+            "tail ESS/s (call)": tail / run.whole_call_seconds,
             "logp evals/draw": logps,
             "grad evals/draw": gradients,
             "accept": _stat_mean(stats, "accept", "acceptance_rate", "mean_tree_accept"),
             "divergences": int(np.sum(np.asarray(stats["diverging"].values)))
             if "diverging" in stats
             else 0,
-            "max |dmean| (MCSE)": 0.0 if name == reference else float(np.nanmax(in_mcse)),
+            "max |dmean| (MCSE)": difference,
         }
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "sampler"
     return table
 
 
-def _mcse(draws: np.ndarray, bulk_ess: np.ndarray) -> np.ndarray:
-    """Monte Carlo standard error of each coordinate's mean (sd over the bulk ESS)."""
-    return draws.std(axis=(0, 1), ddof=1) / np.sqrt(bulk_ess)
-
-
 def error_over_time(
     run: SamplerRun, mean: np.ndarray, sd: np.ndarray, points: int = 50
 ) -> tuple[np.ndarray, np.ndarray]:
     """Largest ``|mean of the draws done by t - mean| / sd`` at up to ``points`` times ``t``."""
-    draws = _coordinates(run.trace)
+    draws = posterior_coordinates(run.trace.posterior)
     with np.errstate(divide="ignore", invalid="ignore"):
         if run.finish_seconds is None:
             final = np.nanmax(np.abs(draws.mean(axis=(0, 1)) - mean) / sd)

@@ -1,14 +1,26 @@
 """compare_samplers: one call that runs NUTS and surrogate samplers and tabulates them."""
 
+import copy
+import sys
+from types import SimpleNamespace
+
 import matplotlib
 
 matplotlib.use("Agg")
 
 import numpy as np
+import pymc as pm
 import pytest
 
 from pymc_rnshmc import RNSHMC, compare_samplers
-from pymc_rnshmc.comparison import NUTS_NAME
+from pymc_rnshmc import comparison as comparison_module
+from pymc_rnshmc.comparison import (
+    NUTS_NAME,
+    comparison_table,
+    coordinate_ess,
+    posterior_coordinates,
+    run_sampler,
+)
 from tests.checks import effective_sample_size, posterior_draws, sample_stat
 from tests.models import correlated_normal, independent_normal
 
@@ -50,10 +62,22 @@ def test_evaluations_acceptance_and_divergences_come_from_the_stats(comparison):
     assert table.loc["RNSHMC", "grad evals/draw"] == 0.0
     assert table.loc["RNSHMC", "accept"] == pytest.approx(sample_stat(rnshmc, "accept").mean())
     nuts = comparison.runs[NUTS_NAME].trace
+    # PyMC's NUTS evaluates the start of each trajectory again: one more than its steps
     assert table.loc[NUTS_NAME, "grad evals/draw"] == pytest.approx(
-        sample_stat(nuts, "n_steps").mean()
+        sample_stat(nuts, "n_steps").mean() + 1.0
     )
     assert table.loc[NUTS_NAME, "divergences"] == sample_stat(nuts, "diverging").sum()
+
+
+def test_a_run_keeps_its_step_and_the_origin_of_its_clock(comparison):
+    assert isinstance(comparison.runs["RNSHMC"].step, RNSHMC)
+    assert comparison.runs[NUTS_NAME].step is None  # pm.sample built it
+    for run in comparison.runs.values():
+        assert run.backend == "pymc"
+        start = sample_stat(run.trace, "perf_counter_start")
+        ends = start + sample_stat(run.trace, "perf_counter_diff") - run.started
+        np.testing.assert_allclose(run.finish_seconds, ends)
+        assert "warmup_posterior" not in run.trace  # tuning draws discarded by default
 
 
 def test_printing_and_html_show_the_table(comparison):
@@ -102,11 +126,154 @@ def test_a_model_without_gradients_skips_nuts_and_says_why():
     assert "PyMC NUTS: not run (the model's logp has no gradient)" in str(comparison)
 
 
+@pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
+def test_nuts_variants_take_their_own_options_and_keep_their_tuning_draws(monkeypatch):
+    monkeypatch.setattr(comparison_module, "_nutpie_installed", lambda: False)
+    dense = {"init": "jitter+adapt_full", "tune": 60}
+    with correlated_normal():
+        comparison = compare_samplers(
+            samplers={"NUTS dense": "pymc", "nutpie low-rank": "nutpie"},
+            tune=100,
+            draws=50,
+            chains=1,
+            random_seed=5,
+            nutpie=True,
+            progressbar=False,
+            discard_tuned_samples=False,
+            sample_kwargs={"NUTS dense": dense},
+        )
+        direct = pm.sample(
+            **dense,
+            nuts_sampler="pymc",
+            draws=50,
+            chains=1,
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert list(comparison.table.index) == [NUTS_NAME, "NUTS dense"]
+    assert comparison.reference == NUTS_NAME
+    assert comparison.skipped == {
+        "nutpie": "not installed (pip install nutpie)",
+        "nutpie low-rank": "not installed (pip install nutpie)",
+    }
+    trace = comparison.runs["NUTS dense"].trace
+    np.testing.assert_array_equal(posterior_draws(trace, "x"), posterior_draws(direct, "x"))
+    for name, tune in ((NUTS_NAME, 100), ("NUTS dense", 60)):
+        warmup = comparison.runs[name].trace.warmup_posterior["x"].values
+        assert np.asarray(warmup).shape[:2] == (1, tune)
+
+
+class FakeNutpie:
+    """Stands in for nutpie: a clock that compiling moves by 2 s and sampling by 8 s."""
+
+    def __init__(self, trace) -> None:
+        self.trace, self.now, self.calls = trace, 100.0, []
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def compile_pymc_model(self, model):
+        self.now += 2.0
+        return model
+
+    def sample(self, compiled, **options):
+        self.calls.append(options)
+        self.now += 8.0
+        return copy.deepcopy(self.trace)
+
+
+@pytest.fixture(scope="module")
+def trace_with_tuning():
+    with correlated_normal():
+        return pm.sample(
+            tune=40,
+            draws=30,
+            chains=1,
+            random_seed=2,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
+
+
+def test_nutpie_runs_with_its_options_and_its_draws_get_their_share_of_the_time(
+    monkeypatch, trace_with_tuning
+):
+    fake = FakeNutpie(trace_with_tuning)
+    monkeypatch.setitem(sys.modules, "nutpie", fake)
+    monkeypatch.setattr(comparison_module, "time", SimpleNamespace(perf_counter=fake.perf_counter))
+    with correlated_normal():
+        comparison = compare_samplers(
+            samplers={"nutpie low-rank": "nutpie"},
+            tune=40,
+            draws=30,
+            chains=1,
+            random_seed=7,
+            nuts=False,
+            nutpie=True,
+            progressbar=False,
+            sample_kwargs={"nutpie low-rank": {"adaptation": "low_rank", "draws": 20}},
+        )
+    shared = {"tune": 40, "chains": 1, "cores": 1, "seed": 7, "progress_bar": False}
+    assert fake.calls == [
+        {"save_warmup": True, "draws": 30, **shared},
+        {"save_warmup": True, "draws": 20, **shared, "adaptation": "low_rank"},
+    ]
+    steps = sample_stat(trace_with_tuning, "n_steps").sum()
+    tuning_steps = np.asarray(trace_with_tuning.warmup_sample_stats["n_steps"].values).sum()
+    assert comparison.reference == "nutpie"
+    for run in comparison.runs.values():
+        assert run.backend == "nutpie" and run.step is None and run.finish_seconds is None
+        assert run.compile_seconds == 2.0 and run.whole_call_seconds == 10.0
+        assert run.draw_seconds == pytest.approx(8.0 * steps / (steps + tuning_steps))
+        assert "warmup_posterior" not in run.trace and "posterior" in run.trace
+    # nutpie reuses the start of each trajectory: one evaluation per leapfrog step
+    assert comparison.table.loc["nutpie", "grad evals/draw"] == pytest.approx(
+        sample_stat(trace_with_tuning, "n_steps").mean()
+    )
+
+
+def test_the_table_compares_the_variables_both_runs_report():
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 1.0, shape=2)
+        pm.HalfNormal("s", 1.0)
+        pm.Deterministic("double", 2.0 * x)
+    options = {"tune": 100, "draws": 100, "chains": 1, "progressbar": False}
+    every = run_sampler(
+        "pymc", model, random_seed=1, idata_kwargs={"include_transformed": True}, **options
+    )
+    fewer = run_sampler(
+        "pymc", model, name="x and s", random_seed=2, var_names=["x", "s"], **options
+    )
+    assert "s_log__" in every.trace.posterior  # PyMC's transformed copy: not measured
+    draws = posterior_coordinates(every.trace.posterior)
+    assert draws.shape == (1, 100, 5)  # double (2), s, x (2), in name order
+    np.testing.assert_array_equal(draws[0, :, 3:], posterior_draws(every.trace, "x")[0])
+
+    runs = {"every": every, "x and s": fewer}
+    assert comparison_table(runs)["max |dmean| (MCSE)"].isna().all()
+    table = comparison_table(runs, reference="every")
+    assert table.loc["every", "min bulk ESS"] == coordinate_ess(draws, "bulk").min()
+
+    def mean_and_mcse(run):
+        shared = posterior_coordinates(run.trace.posterior)[:, :, -3:]  # s, x
+        sd = shared.std(axis=(0, 1), ddof=1)
+        return shared.mean(axis=(0, 1)), sd / np.sqrt(coordinate_ess(shared, "bulk"))
+
+    (mean_a, mcse_a), (mean_b, mcse_b) = mean_and_mcse(every), mean_and_mcse(fewer)
+    expected = np.max(np.abs(mean_a - mean_b) / np.hypot(mcse_a, mcse_b))
+    assert table.loc["x and s", "max |dmean| (MCSE)"] == pytest.approx(expected)
+    assert table.loc["every", "max |dmean| (MCSE)"] == 0.0
+
+
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [
         ({"samplers": "RNSHMC"}, TypeError, "mapping of names"),
         ({"samplers": [3]}, TypeError, "step class"),
+        ({"samplers": ["stan"]}, TypeError, "one of"),
+        ({"samplers": [RNSHMC], "sample_kwargs": {"NUTS": {}}}, ValueError, "sample_kwargs"),
         ({"samplers": [], "nuts": False, "nutpie": False}, ValueError, "nothing to run"),
         (
             {"samplers": [RNSHMC], "nuts": False, "nutpie": False, "reference": "NUTS"},
