@@ -65,8 +65,15 @@ def check(page, name: str) -> list[str]:
         terms = " ".join(visible_text(page, "dt"))
         if "RNSRMHMC" not in title or "softabs_alpha" not in terms:
             problems.append("api: the class or its parameters are not shown")
-    if name == "notebook" and code < 5:
-        problems.append("notebook: its code cells are not shown")
+    if name == "landing" and shown < 1:
+        problems.append("landing: its figure is not shown")
+    if name == "notebook":
+        tables = len(visible_text(page, "div.cell_output table"))
+        print(f"notebook: {tables} output tables")
+        if code < 5:
+            problems.append("notebook: its code cells are not shown")
+        if shown < 2 or tables < 1:
+            problems.append("notebook: its stored outputs (tables, figures) are not shown")
     return problems
 
 

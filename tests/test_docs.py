@@ -46,3 +46,13 @@ def test_a_notebook_page_shows_its_code(site):
     page = (site / "notebooks" / "banana.html").read_text()
     assert page.count('class="cell_input') >= 5  # the notebook's code cells
     assert "SparseGridHMC" in page
+
+
+@pytest.mark.parametrize(
+    "notebook", ["logistic_regression", "elliptic_pde", "banana", "gaussian_process"]
+)
+def test_every_notebook_page_shows_its_stored_outputs(site, notebook):
+    page = (site / "notebooks" / f"{notebook}.html").read_text()
+    outputs = page.split('class="cell_output')[1:]
+    assert sum(output.count("<img") for output in outputs) >= 2, "no stored figures"
+    assert sum(output.count("<table") for output in outputs) >= 1, "no stored tables"
