@@ -1,11 +1,11 @@
 """RNSHMC, ARNSHMC and SparseGridHMC reproduce posteriordb reference posteriors.
 
-Each test writes one posteriordb posterior as a PyMC model (data and reference summaries in
-``tests/data/posteriordb/<name>/``), samples it with RNSHMC and compares the mean and sd of
-every reference parameter with the summaries of posteriordb's 10 000 Stan NUTS draws, within
-4.5 Monte Carlo standard errors (``tests.checks.assert_moments``). After tuning every draw must
-come from the surrogate dynamics, so the checks test the surrogate proposals with their exact
-accept step, not the exploration NUTS.
+Each test builds one posteriordb posterior as a PyMC model (``pymc_rnshmc.workloads.posteriordb``;
+data and reference summaries in ``tests/data/posteriordb/<name>/``), samples it with RNSHMC and
+compares the mean and sd of every reference parameter with the summaries of posteriordb's 10 000
+Stan NUTS draws, within 4.5 Monte Carlo standard errors (``tests.checks.assert_moments``). After
+tuning every draw must come from the surrogate dynamics, so the checks test the surrogate
+proposals with their exact accept step, not the exploration NUTS.
 
 The models follow the parameterisation that the posteriordb collection documents for PyMC:
 reference names are 1-based (``beta[2]`` is ``posterior["beta"][..., 1]``), derived quantities
@@ -15,7 +15,6 @@ constants can make PyTensor compute a scale's square in int8, which overflows).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,68 +25,17 @@ import pytest
 from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 
 from pymc_rnshmc import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC
-from tests.checks import assert_moments, posterior_draws, sample_stat
+from pymc_rnshmc.workloads.posteriordb import (
+    autoregression,
+    bayesian_linear_regression,
+    eight_schools_noncentered,
+    kilpisjarvi_trend,
+    load_posterior,
+    reference_parameter,
+)
+from tests.checks import assert_moments, sample_stat
 
 POSTERIORDB = Path(__file__).resolve().parents[1] / "data" / "posteriordb"
-
-
-def load_posterior(name: str) -> tuple[dict, dict]:
-    """The data and the reference summaries of one posteriordb posterior."""
-    folder = POSTERIORDB / name
-    data = json.loads((folder / "data.json").read_text())
-    reference = json.loads((folder / "reference_summary.json").read_text())
-    return data, reference
-
-
-def as_floats(values) -> np.ndarray:
-    return np.asarray(values, dtype=float)
-
-
-def bayesian_linear_regression(data: dict) -> pm.Model:
-    """sblrc-blr: regression without intercept on five correlated predictors."""
-    predictors = as_floats(data["X"])
-    with pm.Model() as model:
-        beta = pm.Normal("beta", 0.0, 10.0, shape=predictors.shape[1])
-        sigma = pm.HalfNormal("sigma", 10.0)
-        pm.Normal("y", predictors @ beta, sigma, observed=as_floats(data["y"]))
-    return model
-
-
-def autoregression(data: dict) -> pm.Model:
-    """arK-arK: AR(K) series; the first K values only enter as lagged predictors."""
-    series = as_floats(data["y"])
-    order, length = int(data["K"]), series.size
-    # column k - 1 holds the value k steps before each target series[order:]
-    lagged = np.column_stack([series[order - k : length - k] for k in range(1, order + 1)])
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0.0, 10.0)
-        beta = pm.Normal("beta", 0.0, 10.0, shape=order)
-        sigma = pm.HalfCauchy("sigma", 2.5)
-        pm.Normal("y", alpha + lagged @ beta, sigma, observed=series[order:])
-    return model
-
-
-def eight_schools_noncentered(data: dict) -> pm.Model:
-    """eight_schools_noncentered: hierarchical school effects with standardised offsets."""
-    effects, standard_errors = as_floats(data["y"]), as_floats(data["sigma"])
-    with pm.Model() as model:
-        theta_trans = pm.Normal("theta_trans", 0.0, 1.0, shape=effects.size)
-        mu = pm.Normal("mu", 0.0, 5.0)
-        tau = pm.HalfCauchy("tau", 5.0)
-        theta = pm.Deterministic("theta", mu + tau * theta_trans)
-        pm.Normal("y", theta, standard_errors, observed=effects)
-    return model
-
-
-def kilpisjarvi_trend(data: dict) -> pm.Model:
-    """kilpisjarvi: linear trend on uncentred years, intercept/slope correlation ~ -0.99999."""
-    years = as_floats(data["x"])
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", float(data["pmualpha"]), float(data["psalpha"]))
-        beta = pm.Normal("beta", float(data["pmubeta"]), float(data["psbeta"]))
-        sigma = pm.HalfFlat("sigma")  # Stan's implicit flat prior on (0, inf)
-        pm.Normal("y", alpha + beta * years, sigma, observed=as_floats(data["y"]))
-    return model
 
 
 @dataclass(frozen=True)
@@ -247,15 +195,6 @@ CASES = [
 ]
 
 
-def reference_parameter_draws(idata, reference_name: str) -> np.ndarray:
-    """``(chain, draw)`` draws of a Stan-style name: ``beta[2]`` -> ``beta[..., 1]``."""
-    variable, _, index = reference_name.partition("[")
-    draws = posterior_draws(idata, variable)
-    if index:
-        draws = draws[..., int(index.rstrip("]")) - 1]
-    return draws
-
-
 def dense_adaptive_metric(model: pm.Model) -> QuadPotentialFullAdapt:
     """PyMC's adaptive dense mass matrix, centred on the model's initial point."""
     initial_point = model.initial_point()
@@ -294,7 +233,7 @@ def sample_with_step(model: pm.Model, case: PosteriorCase):
 )
 @pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
 def test_rnshmc_matches_the_posteriordb_reference(case):
-    data, reference = load_posterior(case.name)
+    data, reference = load_posterior(case.name, POSTERIORDB)
     idata = sample_with_step(case.build_model(data), case)
 
     assert sample_stat(idata, "used_surrogate").all()
@@ -303,7 +242,7 @@ def test_rnshmc_matches_the_posteriordb_reference(case):
         sd = reference["sd"][index]
         kurtosis = reference["kurtosis"][index] or 3.0
         assert_moments(
-            reference_parameter_draws(idata, name),
+            reference_parameter(idata.posterior, name),
             reference["mean"][index],
             sd,
             f"{case.name} {name}",
