@@ -6,6 +6,7 @@ Nothing else in the package imports this subpackage (``tests/test_layers.py`` ch
 from pymc_rnshmc.workloads.hierarchical import (
     EIGHT_SCHOOLS,
     eight_schools_centered,
+    eight_schools_noncentered,
     neals_funnel,
 )
 from pymc_rnshmc.workloads.papers import (
@@ -32,6 +33,7 @@ __all__ = [
     "banana",
     "banana_data",
     "eight_schools_centered",
+    "eight_schools_noncentered",
     "gaussian_process",
     "logistic_regression",
     "logistic_regression_data",

@@ -1,4 +1,4 @@
-"""Posteriors whose curvature changes across them: Neal's funnel and the centred eight schools.
+"""Posteriors whose curvature changes across them: Neal's funnel and the eight schools.
 
 Where one mass matrix cannot fit (the funnel's neck needs steps a hundred times smaller than
 its mouth), PyMC's NUTS diverges; these are the workloads of Riemannian dynamics (RNSRMHMC).
@@ -9,7 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 
-__all__ = ["EIGHT_SCHOOLS", "eight_schools_centered", "neals_funnel"]
+__all__ = [
+    "EIGHT_SCHOOLS",
+    "eight_schools_centered",
+    "eight_schools_noncentered",
+    "neals_funnel",
+]
 
 EIGHT_SCHOOLS = {
     "y": np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
@@ -38,3 +43,14 @@ def eight_schools_centered() -> pm.Model:
         theta = pm.Normal("theta", mu, tau, shape=8)
         pm.Normal("y", theta, EIGHT_SCHOOLS["sigma"], observed=EIGHT_SCHOOLS["y"])
     return model
+
+
+def eight_schools_noncentered() -> pm.Model:
+    """The non-centred parameterisation of the same posterior (posteriordb's).
+
+    ``theta = mu + tau * theta_trans`` with ``theta_trans_j ~ N(0, 1)``: the builder of
+    :mod:`pymc_rnshmc.workloads.posteriordb` on :data:`EIGHT_SCHOOLS`.
+    """
+    from pymc_rnshmc.workloads.posteriordb import eight_schools_noncentered as posteriordb_model
+
+    return posteriordb_model(EIGHT_SCHOOLS)
