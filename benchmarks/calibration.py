@@ -21,7 +21,7 @@ and its parameter, the replications whose kept draws had a bulk ESS below 99 in 
 the median seconds per replication and the mean share of surrogate draws. Results go to
 ``benchmarks/results/<output>.{json,md}`` (default ``calibration``); rank histograms, one panel
 per sampler and parameter with the 99 % band of a bin's count under uniformity, to
-``docs/figures/sbc-<model>.png`` (only for the default ``--output``).
+``docs/figures/<output>-<model>.png`` (from 10 replications on).
 """
 
 from __future__ import annotations
@@ -220,9 +220,9 @@ def main() -> None:
     entries = [entry(result) for result in calibrations.values()]
     write_results(args.output, {"meta": meta, "calibrations": entries}, text)
     print(text)
-    if args.output == "calibration" and args.replications >= 10:
+    if args.replications >= 10:
         for model in args.models:
-            path = FIGURES / f"sbc-{model}.png"
+            path = FIGURES / f"{args.output}-{model}.png"
             plot_ranks(model, [calibrations[model, s] for s in args.samplers], path)
             print(f"wrote {path}", flush=True)
 

@@ -65,8 +65,12 @@ def main() -> None:
         )
     if args.figures is not None:
         args.figures.mkdir(parents=True, exist_ok=True)
-        comparison.plot_ess().figure.savefig(args.figures / "ess_per_second.png", dpi=120)
-        comparison.plot_error_vs_time().figure.savefig(args.figures / "error_vs_time.png", dpi=120)
+        comparison.plot_ess().figure.savefig(
+            args.figures / "ess_per_second.png", dpi=120, bbox_inches="tight"
+        )
+        comparison.plot_error_vs_time().figure.savefig(
+            args.figures / "error_vs_time.png", dpi=120, bbox_inches="tight"
+        )
         print(f"figures saved in {args.figures}")
 
 

@@ -130,7 +130,7 @@ class SamplerComparison:
         """Bars of min bulk and tail ESS per second of the whole call and of the draws."""
         plt = _pyplot()
         if ax is None:
-            _, ax = plt.subplots(figsize=(7, 0.6 + 0.5 * len(self.table)))
+            _, ax = plt.subplots(figsize=(8, 1.0 + 0.6 * len(self.table)), layout="constrained")
         columns = [
             "bulk ESS/s (call)",
             "tail ESS/s (call)",
@@ -144,8 +144,8 @@ class SamplerComparison:
         ax.set_yticks(positions + 0.4 - height / 2, self.table.index)
         ax.invert_yaxis()
         ax.set_xscale("log")
-        ax.set_xlabel("min ESS per second")
-        ax.legend(fontsize="small")
+        ax.set_xlabel("min ESS per second (log scale)")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
         return ax
 
     def plot_error_vs_time(self, ax=None):
@@ -157,7 +157,7 @@ class SamplerComparison:
         """
         plt = _pyplot()
         if ax is None:
-            _, ax = plt.subplots(figsize=(6, 4))
+            _, ax = plt.subplots(figsize=(6, 4), layout="constrained")
         mean, sd = _moments(self.runs[self.reference].trace)
         for name, run in self.runs.items():
             times, errors = error_over_time(run, mean, sd)

@@ -30,9 +30,11 @@ def site(tmp_path_factory):
 
 def test_the_landing_page_links_every_section(site):
     index = (site / "index.html").read_text()
-    for page in ("getting-started", "architecture", "benchmarks", "api", "notebooks/banana"):
+    pages = ("getting-started", "reliability", "architecture", "benchmarks", "api")
+    for page in (*pages, "notebooks/banana"):
         assert f'href="{page}.html"' in index, page
     assert "compare_samplers" in index
+    assert "logistic-regression-ess-per-second.png" in index  # the landing figure
 
 
 def test_the_api_reference_comes_from_the_docstrings(site):

@@ -32,11 +32,14 @@ class AcceptanceMonitor:
         Surrogate draws after tuning to judge.
     poor : float
         Mean exact acceptance below which the message is given.
+    richer_surrogate : str
+        How to give this sampler's surrogate more capacity, for the message.
     """
 
     sampler: str
     draws: int = 200
     poor: float = 0.4
+    richer_surrogate: str = "the network more units (n_hidden)"
     _accept: list = field(default_factory=list)
     _integrator: list = field(default_factory=list)
     _errors: list = field(default_factory=list)
@@ -80,5 +83,5 @@ class AcceptanceMonitor:
             f"{head} Its trajectories keep the surrogate's own Hamiltonian (acceptance "
             f"{integrator:.2f} there), so the surrogate is wrong where the chain goes (median "
             f"|surrogate error| {error:.3g} nats). Give the exploration more draws (tune, "
-            "exploration_steps) or the network more units (n_hidden)." + tail
+            f"exploration_steps) or {self.richer_surrogate}." + tail
         )

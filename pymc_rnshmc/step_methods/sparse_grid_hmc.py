@@ -105,6 +105,7 @@ class SparseGridHMC(SurrogateHMC):
 
     name = "sparse_grid_hmc"
     stats_dtypes_shapes = SPARSE_GRID_HMC_STATS
+    _richer_surrogate = "the grid more points (max_points, or a higher level)"
 
     def __init__(
         self,

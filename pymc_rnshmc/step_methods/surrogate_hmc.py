@@ -191,6 +191,8 @@ class SurrogateHMC(NUTS):
 
     default_blocked = True
     stats_dtypes_shapes = SURROGATE_HMC_STATS
+    _richer_surrogate = "the network more units (n_hidden)"
+    """How to give the surrogate more capacity, for the low-acceptance warning."""
     _state_class = SurrogateHMCState
 
     def __init__(
@@ -351,7 +353,9 @@ class SurrogateHMC(NUTS):
         self._laplace = None
         self._fitted_rows = (0, 0)
         self._held_out = None
-        self._acceptance_monitor = AcceptanceMonitor(type(self).__name__)
+        self._acceptance_monitor = AcceptanceMonitor(
+            type(self).__name__, richer_surrogate=self._richer_surrogate
+        )
         self._chain_draws = []  # kept for a ModelEvaluationError: PyMC drops them on an error
         self._tuning_draws = 0
         self._told_failures = False
@@ -389,9 +393,30 @@ class SurrogateHMC(NUTS):
             self._next_refit = None  # frozen: the kept draws share one kernel
             self._held_out = self.held_out_points()  # for plot_surrogate, before it goes
             self._record = self._new_record()  # only refits need it
+            self._warn_if_capped()
         if self._explorer is not None:
             self._explorer.adapting = False  # a fixed random walk: an invariant kernel
         super().stop_tuning()
+
+    def _warn_if_capped(self) -> None:
+        """Say so if the tuned step size makes every trajectory stop at ``max_steps``."""
+        path_length = self.path_length
+        if path_length is None or not self.dynamics.chooses_path_length:
+            return
+        step_size = self._surrogate_step_size()
+        if path_length / step_size <= self.max_steps:
+            return
+        warnings.warn(
+            f"{type(self).__name__}'s step size tuned to {step_size:.3g}, so its trajectories "
+            f"stop at max_steps={self.max_steps} after {self.max_steps * step_size:.3g} of the "
+            f"chosen path length {path_length:.3g}, and each costs {self.max_steps} surrogate "
+            "steps. The surrogate's dynamics need steps this small somewhere (often where it is "
+            "wrong or very curved): the draws stay exact but mix slowly. Check it with "
+            "plot_surrogate(step, idata); a longer tuning, or RNSHMC instead of a grid in more "
+            "than a few dimensions, usually helps.",
+            SurrogateWarning,
+            stacklevel=2,
+        )
 
     def _exploration_length(self) -> int:
         if self._postponed_until is not None:

@@ -24,6 +24,16 @@ def test_a_wrong_surrogate_is_named_with_its_error():
     assert "median |surrogate error| 3 nats" in message and "n_hidden" in message
 
 
+def test_the_remedy_names_the_samplers_own_setting():
+    from pymc_rnshmc import SparseGridHMC
+
+    with correlated_normal():
+        step = SparseGridHMC()
+    monitor = step._acceptance_monitor
+    messages = [monitor.record(0.1, 0.95, 2.0) for _ in range(monitor.draws)]
+    assert "max_points" in messages[-1] and "n_hidden" not in messages[-1]
+
+
 def test_a_step_too_large_is_named_with_the_integrators_acceptance():
     message = judge(accept=0.1, integrator=0.3)
     assert "step size is too large" in message and "acceptance 0.30 there" in message

@@ -430,3 +430,19 @@ def test_a_bad_current_point_in_the_surrogate_phase_is_a_sampling_error():
     assert step.phase == "surrogate"
     with time_limit(60), pytest.raises(SamplingError, match="Bad initial energy"):
         step.step({"x": np.array(2.0 * TRUNCATION)})
+
+
+def test_trajectories_capped_by_max_steps_are_told_at_the_end_of_tuning():
+    # SparseGridHMC on a 7-d hierarchy tuned its step size down to its floor, so every
+    # trajectory stopped at max_steps, silently: now the end of tuning says so
+    model = independent_normal()
+    with model:
+        step = RNSHMC(exploration_steps=50)
+    start_chain(step, seed=8, tune=100, draws=10)
+    point = model.initial_point()
+    for _ in range(60):
+        point, _ = step.step(point)
+    assert step.phase == "surrogate"
+    step._step_size_bounds = (0.0, step.path_length / (3 * step.max_steps))
+    with pytest.warns(SurrogateWarning, match=f"stop at max_steps={step.max_steps}"):
+        step.stop_tuning()
