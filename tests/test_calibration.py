@@ -175,13 +175,32 @@ PAIR_ALPHA = SUITE_ALPHA / (len(CALIBRATED) * len(MODEL_NAMES))
 """Family-wise false-alarm rate per model and sampler: the whole slow test's is at most 1 %."""
 
 
+KNOWN_FAILURES = {
+    ("hierarchical", "SparseGridHMC"): (
+        "SparseGridHMC mixes too slowly on the 7-d hierarchy to calibrate in 1000 draws: its "
+        "grid is far off (estimated potential error 280), its step size tunes to the floor and "
+        "trajectories stop at max_steps; 21 of 40 replications had a kept bulk ESS below 99 and "
+        "the ranks are U-shaped (p = 5e-5 on tau, 2026-11-24). Open in issue 18."
+    ),
+}
+"""Cases that fail today, for a reason found and stated; strict: a pass must be noticed."""
+
+
 def replications(model: str, sampler: str) -> int:
     return 40 if (model, sampler) in EXPENSIVE else 100
 
 
+def calibration_case(model: str, sampler: str):
+    reason = KNOWN_FAILURES.get((model, sampler))
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+    return pytest.param(model, sampler, marks=marks, id=f"{sampler}-{model}")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("model", MODEL_NAMES)
-@pytest.mark.parametrize("sampler", CALIBRATED)
+@pytest.mark.parametrize(
+    ("model", "sampler"),
+    [calibration_case(model, sampler) for sampler in CALIBRATED for model in MODEL_NAMES],
+)
 def test_sampler_is_calibrated(model, sampler):
     """SBC of each sampler with PyMC's defaults: one chain of 1000 + 1000 draws, L = 99.
 
