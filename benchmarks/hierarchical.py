@@ -19,7 +19,6 @@ rule out. Results go to ``benchmarks/results/hierarchical.md`` (and ``.json``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import warnings
 from pathlib import Path
@@ -38,11 +37,9 @@ from pymc_rnshmc.workloads import (
     eight_schools_noncentered,
     neals_funnel,
 )
+from pymc_rnshmc.workloads.posteriordb import load_posterior, reference_parameter
 
-EIGHT_SCHOOLS_REFERENCE = (
-    Path(__file__).resolve().parents[1]
-    / "tests/data/posteriordb/eight_schools-eight_schools_noncentered/reference_summary.json"
-)
+POSTERIORDB = Path(__file__).resolve().parents[1] / "tests/data/posteriordb"
 FUNNEL_SCALE = 3.0
 WRONG = 4.0
 """``|z|`` above which a run's mean or sd disagrees with the reference."""
@@ -56,7 +53,7 @@ SAMPLERS = {
 
 def eight_schools_reference() -> dict:
     """``{name: (mean, sd, mcse of the mean)}`` of ``mu``, ``tau`` and ``theta[j]`` (Stan)."""
-    summary = json.loads(EIGHT_SCHOOLS_REFERENCE.read_text())
+    _, summary = load_posterior("eight_schools-eight_schools_noncentered", POSTERIORDB)
     return {
         name: (mean, sd, mcse)
         for name, mean, sd, mcse in zip(
@@ -77,19 +74,11 @@ WORKLOADS = {
 }
 
 
-def reference_draws(posterior, name: str) -> np.ndarray:
-    """``(chain, draw)`` draws of a reference name (``theta[3]`` is ``theta[..., 2]``)."""
-    if "[" not in name:
-        return np.asarray(posterior[name].values)
-    base, index = name[:-1].split("[")
-    return np.asarray(posterior[base].values)[..., int(index) - 1]
-
-
 def largest_z(posterior, reference: dict) -> tuple[float, str]:
     """The largest ``|z|`` of a mean or sd against the reference, and which one."""
     worst, where = 0.0, ""
     for name, (mean, sd, reference_mcse) in reference.items():
-        draws = reference_draws(posterior, name)
+        draws = np.asarray(reference_parameter(posterior, name), dtype=float)
         dataset = xr.Dataset({"x": (("chain", "draw"), draws)})
         mcse_mean = float(az.mcse(dataset, method="mean")["x"])
         mcse_sd = float(az.mcse(dataset, method="sd")["x"])

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 
+from pymc_rnshmc.workloads import posteriordb
+
 __all__ = [
     "EIGHT_SCHOOLS",
     "eight_schools_centered",
@@ -51,6 +53,4 @@ def eight_schools_noncentered() -> pm.Model:
     ``theta = mu + tau * theta_trans`` with ``theta_trans_j ~ N(0, 1)``: the builder of
     :mod:`pymc_rnshmc.workloads.posteriordb` on :data:`EIGHT_SCHOOLS`.
     """
-    from pymc_rnshmc.workloads.posteriordb import eight_schools_noncentered as posteriordb_model
-
-    return posteriordb_model(EIGHT_SCHOOLS)
+    return posteriordb.eight_schools_noncentered(EIGHT_SCHOOLS)
