@@ -28,7 +28,8 @@ class ModelEvaluationError(RuntimeError):
     parameters : dict
         The sampled (transformed) value variables where the model raised.
     where : str
-        What the chain was doing, once the step has added it (``"while exploring, draw 57"``).
+        What the chain was doing, once the step has added it
+        (``"in a draw of the exploration phase, draw 57 of the chain"``).
     draws : dict
         The chain's draws of the step's value variables so far, ``{name: (n, *shape)}``,
         tuning draws first; empty if the error did not pass through a step.
@@ -36,19 +37,18 @@ class ModelEvaluationError(RuntimeError):
         How many of ``draws`` were tuning draws.
     """
 
-    def __init__(self, message: str, parameters: dict | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, what: str, advice: str = "", parameters: dict | None = None) -> None:
+        super().__init__(what, advice)
         self.parameters = dict(parameters or {})
         self.where = ""
         self.draws: dict = {}
         self.tuning_draws = 0
 
     def __str__(self) -> str:
-        message = self.args[0] if self.args else ""
-        if self.where:
-            message = message.replace(" [where]", f" ({self.where})")
-        else:
-            message = message.replace(" [where]", "")
+        what, advice = self.args
+        message = f"{what} ({self.where})." if self.where else f"{what}."
+        if advice:
+            message += f" {advice}"
         if self.draws:
             n_draws = len(next(iter(self.draws.values())))
             message += (

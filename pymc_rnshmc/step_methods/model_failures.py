@@ -136,11 +136,11 @@ class ModelFailures:
         where = self.layout.describe(position)
         listed = f"reject_errors=({type(error).__name__},)"
         raise ModelEvaluationError(
-            f"The model's logp raised {type(error).__name__}: {_first_line(error)} at {where} "
-            f"[where]. Check the model there with model.point_logps(). If it cannot be "
-            f"evaluated there by design, pass {listed} to the step: such points are then "
-            "rejected and counted in the sample stat model_failures, and the sampler targets "
-            "the posterior truncated to where the model succeeds.",
+            f"The model's logp raised {type(error).__name__}: {_first_line(error)} at {where}",
+            f"Check the model there with model.point_logps(). If it cannot be evaluated there "
+            f"by design, pass {listed} to the step: such points are then rejected and counted "
+            "in the sample stat model_failures, and the sampler targets the posterior truncated "
+            "to where the model succeeds.",
             self.layout.parameters(position),
         ) from error
 

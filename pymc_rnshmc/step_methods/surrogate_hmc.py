@@ -400,9 +400,9 @@ class SurrogateHMC(NUTS):
 
     def _warn_if_capped(self) -> None:
         """Say so if the tuned step size makes every trajectory stop at ``max_steps``."""
-        path_length = self.path_length
-        if path_length is None or not self.dynamics.chooses_path_length:
+        if not self.dynamics.chooses_path_length:
             return
+        path_length = self.path_length
         step_size = self._surrogate_step_size()
         if path_length / step_size <= self.max_steps:
             return
@@ -412,8 +412,8 @@ class SurrogateHMC(NUTS):
             f"chosen path length {path_length:.3g}, and each costs {self.max_steps} surrogate "
             "steps. The surrogate's dynamics need steps this small somewhere (often where it is "
             "wrong or very curved): the draws stay exact but mix slowly. Check it with "
-            "plot_surrogate(step, idata); a longer tuning, or RNSHMC instead of a grid in more "
-            "than a few dimensions, usually helps.",
+            f"plot_surrogate(step, idata); a longer tuning, or {self._richer_surrogate}, may "
+            "help (a grid in more than a few dimensions seldom does: use RNSHMC there).",
             SurrogateWarning,
             stacklevel=2,
         )
