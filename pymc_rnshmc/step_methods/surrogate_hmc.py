@@ -116,6 +116,9 @@ COLLAPSE_WINDOW = 50
 """Surrogate draws of tuning over which the exact acceptance is watched for a collapse."""
 COLLAPSE_ACCEPT = 0.05
 """Below this mean exact acceptance over ``COLLAPSE_WINDOW`` tuning draws, exact NUTS resumes."""
+FRESH_ADAPTATION_DRAWS = 100
+"""Exact NUTS resuming while tuning adapts its step size afresh if at least this many tuning
+draws remain (or PyMC 5 does not say how many), and otherwise keeps exploration's."""
 SURROGATE_ERROR_EVERY = 10
 """After tuning, the ``surrogate_error`` statistic is computed on every this-many-th draw."""
 
@@ -685,10 +688,10 @@ class SurrogateHMC(NUTS):
         A poor first fit can make every proposal implausible, so nothing is learned and no refit
         comes (sblrc-blr: a fit with 29 % held-out error, exact acceptance 0 for good). If the
         mean exact acceptance of ``COLLAPSE_WINDOW`` tuning draws is below ``COLLAPSE_ACCEPT``,
-        exact NUTS explores again, with its own step size as it was, until the schedule's next
-        start; too late in tuning for another start, it goes on to the end (``Phase.EXACT``).
-        Only schedules that learn during tuning watch: a refit of another surrogate (a grid)
-        would not learn anything new.
+        exact NUTS explores again, its step size adapted afresh (:meth:`_resumed_adaptation`),
+        until the schedule's next start; too late in tuning for another start, it goes on to
+        the end (``Phase.EXACT``). Only schedules that learn during tuning watch: a refit of
+        another surrogate (a grid) would not learn anything new.
         """
         if not (self._learns_during_tuning() and self._exploration_adapt):
             return
@@ -699,7 +702,7 @@ class SurrogateHMC(NUTS):
         self._recent_accept = []
         if mean_accept >= COLLAPSE_ACCEPT:
             return
-        self.step_adapt = copy.deepcopy(self._exploration_adapt[0])
+        self.step_adapt = self._resumed_adaptation()
         self._next_refit = None
         restart = self.schedule.postponed_start(self.iter_count + 1)
         if restart > self.schedule.latest_start(self._tune_steps, self.exact_model.size):
@@ -809,6 +812,25 @@ class SurrogateHMC(NUTS):
     def _evaluate_with_gradient(self, position: np.ndarray) -> Evaluation:
         potential, gradient = self.exact_model.potential_and_gradient(position)
         return Evaluation(position, -potential, gradient)
+
+    def _resumed_adaptation(self) -> DualAverageAdaptation:
+        """NUTS's step-size adaptation for exact draws resuming during tuning.
+
+        A fresh dual averaging from the step size exploration ended with, as Stan restarts it
+        after each metric window, unless fewer than ``FRESH_ADAPTATION_DRAWS`` tuning draws
+        remain. Exploration's own adaptation carries hundreds of draws of history from another
+        phase of the chain. On Neal's funnel (d = 10, 2 x (1000 + 1000) draws, seeds 1 and 2),
+        chains that resumed with it at draw 625 ended tuning at step sizes of 0.02-0.07, stuck
+        in the neck, and diverged in 202 and 970 of 1000 draws; adapted afresh, they diverged
+        in 3 and 4, and their 90 % intervals of ``v`` were about (-3.5, 3.5) (exact: +-4.93).
+        """
+        explored = self._exploration_adapt[0]
+        left = self._tuning_draws_left()
+        if left is not None and left < FRESH_ADAPTATION_DRAWS:
+            return copy.deepcopy(explored)
+        return DualAverageAdaptation(
+            float(explored.current(False)), self.target_accept, *self._dual_averaging
+        )
 
     def _tuning_draws_left(self) -> int | None:
         """Tuning draws still to come (``None`` on PyMC 5, which does not tell the step)."""

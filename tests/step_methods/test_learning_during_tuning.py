@@ -1,7 +1,10 @@
 """RNSHMC's default pipeline: an early start, learning from the tuning draws, a frozen surrogate."""
 
+import copy
+
 import numpy as np
 import pytest
+from pymc.step_methods.step_sizes import DualAverageAdaptation
 
 from pymc_rnshmc import RNSHMC, SurrogateWarning
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
@@ -121,7 +124,37 @@ def test_a_surrogate_whose_proposals_are_all_rejected_hands_tuning_back_to_exact
 
 def test_a_collapse_too_late_for_another_fit_leaves_the_rest_to_exact_nuts():
     with pytest.warns(SurrogateWarning, match="too late to fit another"):
-        idata, step = run(tune=300, draws=50, seed=5, surrogate=DistortedSurrogate("shifted", 10.0))
+        idata, step = run(
+            tune=300, draws=200, seed=5, surrogate=DistortedSurrogate("shifted", 10.0)
+        )
     assert step.phase == Phase.EXACT
     assert not sample_stat(idata, "used_surrogate").any()
     assert_correlated_normal(idata, "after the fallback", min_ess=20, correlation=False)
+
+
+def test_exact_nuts_resuming_while_tuning_adapts_its_step_size_afresh_if_tuning_remains():
+    # on Neal's funnel, chains that resumed with exploration's 575-draw-old adaptation at draw
+    # 625 ended tuning stuck in the neck (970 divergences of 1000 draws)
+    with correlated_normal():
+        step = RNSHMC()
+    start_chain(step, seed=1, tune=1000, draws=100)
+    step._tune_steps = 1000  # PyMC 5 does not tell the step; then it always adapts afresh
+    explored = step.step_adapt
+    for accept in np.linspace(0.3, 1.0, 500):
+        explored.update(accept, True)
+    step._exploration_adapt = (explored,)
+    accepts = np.linspace(0.0, 1.0, 40)
+
+    def step_sizes(adaptation) -> list[float]:
+        for accept in accepts:
+            adaptation.update(accept, True)
+        return [adaptation.current(True), adaptation.current(False)]
+
+    step.iter_count = 600
+    resumed = step._resumed_adaptation()
+    new = DualAverageAdaptation(explored.current(False), step.target_accept, 0.05, 0.75, 10)
+    assert step_sizes(resumed) == step_sizes(new)
+    step.iter_count = 950  # 50 tuning draws left: too few to adapt afresh
+    kept = step._resumed_adaptation()
+    assert kept is not explored
+    assert step_sizes(kept) == step_sizes(copy.deepcopy(explored))

@@ -138,6 +138,17 @@ def test_leaving_and_reentering_a_small_box_keeps_the_posterior_exact():
     assert_correlated_normal(idata, "half-mass box", correlation=False)
 
 
+def test_a_grid_beyond_max_error_is_refused_and_exact_nuts_samples():
+    # no grid of the log-gamma potential is within 1e-6 nats: refused, sampled by exact NUTS
+    refused = r"above max_error = 1e-06.*continues with exact NUTS"
+    with pytest.warns(SurrogateWarning, match=refused):
+        idata, step = run(gamma_poisson(), max_error=1e-6, draws=1000)
+    assert step.surrogate is None
+    assert not sample_stat(idata, "used_surrogate").any()
+    posterior = stats.gamma(14, scale=1 / 6)
+    assert_moments(posterior_draws(idata, "rate"), posterior.mean(), posterior.std(), "rate")
+
+
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [
@@ -146,6 +157,8 @@ def test_leaving_and_reentering_a_small_box_keeps_the_posterior_exact():
         ({"mass": 1.0}, ValueError, "mass"),
         ({"domain": "sphere"}, ValueError, "domain"),
         ({"max_points": 0}, ValueError, "max_points"),
+        ({"max_error": 0.0}, ValueError, "max_error"),
+        ({"max_error": np.nan}, ValueError, "max_error"),
         ({"n_hidden": 100}, TypeError, "n_hidden"),
         ({"grid": "hexagonal"}, ValueError, "grid must be"),
         ({"grid": "full", "cells_per_dimension": 2}, ValueError, "at least 3"),

@@ -238,6 +238,9 @@ class BoxSurrogate:
         Exact ``(U, grad U)`` at one point; ``None`` for a model without gradients (the Laplace
         box then comes from values, :func:`laplace_from_values`). Both callables are used by
         :meth:`fit` only and dropped afterwards.
+    max_error : float, optional
+        Refuse a grid whose ``report.max_potential_error`` is above this many nats
+        (:meth:`fit` raises); ``None`` accepts every grid.
     """
 
     grid = ""
@@ -252,6 +255,7 @@ class BoxSurrogate:
         domain: str = "auto",
         exact_potential: Callable[[np.ndarray], np.ndarray] | None = None,
         exact_potential_and_gradient: Callable[[np.ndarray], tuple] | None = None,
+        max_error: float | None = None,
     ) -> None:
         if domain not in DOMAINS:
             raise ValueError(f"domain must be one of {DOMAINS}, got {domain!r}.")
@@ -259,6 +263,7 @@ class BoxSurrogate:
         self.domain = domain
         self.exact_potential = exact_potential
         self.exact_potential_and_gradient = exact_potential_and_gradient
+        self.max_error = max_error
         self.box: DomainBox | None = None
         self.report: GridReport | None = None
         self._outside_quadratic = False
@@ -270,8 +275,9 @@ class BoxSurrogate:
         Raises
         ------
         SurrogateFitError
-            The Laplace Hessian is not positive definite (``domain="laplace"``), or the exact
-            potential is not finite at some grid points.
+            The Laplace Hessian is not positive definite (``domain="laplace"``), the exact
+            potential is not finite at any grid point, or the grid's estimated largest error is
+            above ``max_error``.
         """
         if self.exact_potential is None:
             raise SurrogateFitError("The grid needs the exact potential.")
@@ -298,7 +304,20 @@ class BoxSurrogate:
             max_potential_error=max(error_estimate, observed),
             domain=used,
         )
+        self._check_error()
         return self
+
+    def _check_error(self) -> None:
+        error = self.report.max_potential_error
+        if self.max_error is None or error <= self.max_error:
+            return
+        raise SurrogateFitError(
+            f"the grid's estimated largest error of the potential is {error:.3g} nats, above "
+            f"max_error = {self.max_error:g}: a grid of {self.report.n_points} points cannot "
+            "follow this posterior (a funnel or a heavy tail, say), and its proposals would "
+            "mix slowly. Reparametrize the model, give the grid more points (max_points), or "
+            "raise max_error"
+        )
 
     def _place_box(self, positions: np.ndarray, potentials: np.ndarray) -> tuple[int, str]:
         """Set ``self.box``; return the Laplace evaluations spent and the domain used."""
