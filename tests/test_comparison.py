@@ -13,7 +13,6 @@ import pymc as pm
 import pytest
 
 from pymc_rnshmc import RNSHMC, compare_samplers
-from pymc_rnshmc import comparison as comparison_module
 from pymc_rnshmc.comparison import (
     NUTS_NAME,
     comparison_table,
@@ -21,6 +20,8 @@ from pymc_rnshmc.comparison import (
     posterior_coordinates,
     run_sampler,
 )
+from pymc_rnshmc.comparison import compare as compare_module
+from pymc_rnshmc.comparison import runs as runs_module
 from tests.checks import effective_sample_size, posterior_draws, sample_stat
 from tests.models import correlated_normal, independent_normal
 
@@ -128,7 +129,7 @@ def test_a_model_without_gradients_skips_nuts_and_says_why():
 
 @pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
 def test_nuts_variants_take_their_own_options_and_keep_their_tuning_draws(monkeypatch):
-    monkeypatch.setattr(comparison_module, "_nutpie_installed", lambda: False)
+    monkeypatch.setattr(compare_module, "nutpie_installed", lambda: False)
     dense = {"init": "jitter+adapt_full", "tune": 60}
     with correlated_normal():
         comparison = compare_samplers(
@@ -202,7 +203,7 @@ def test_nutpie_runs_with_its_options_and_its_draws_get_their_share_of_the_time(
 ):
     fake = FakeNutpie(trace_with_tuning)
     monkeypatch.setitem(sys.modules, "nutpie", fake)
-    monkeypatch.setattr(comparison_module, "time", SimpleNamespace(perf_counter=fake.perf_counter))
+    monkeypatch.setattr(runs_module, "time", SimpleNamespace(perf_counter=fake.perf_counter))
     with correlated_normal():
         comparison = compare_samplers(
             samplers={"nutpie low-rank": "nutpie"},

@@ -36,7 +36,7 @@ ALLOWED = {
     },
     "workloads": None,  # anything
     # the user-facing comparison sits on top of the step layer
-    "comparison": LEAVES | {"pymc_rnshmc.step_methods"},
+    "comparison": LEAVES | {"pymc_rnshmc.comparison", "pymc_rnshmc.step_methods"},
     "diagnostics": LEAVES,
     "__init__": {
         "pymc_rnshmc.step_methods",
