@@ -6,11 +6,10 @@
 
 Every exact log density evaluation solves the PDE (bilinear finite elements, banded Cholesky)
 and every exact gradient adds one adjoint solve with the same factor. Prints the seconds per
-solve and per solve-plus-adjoint through the compiled PyMC functions, then, per sampler: wall
-time of the whole ``pm.sample`` call, time of the draws after tuning, exact logp evaluations
-and gradients per draw after tuning, minimum bulk ESS, bulk ESS per second of the draws,
-acceptance, and the largest distance of RNSHMC's posterior means from NUTS's in Monte Carlo
-standard errors (``max |dmean|/MCSE``).
+solve and per solve-plus-adjoint through the compiled PyMC functions, then the table of
+:func:`pymc_rnshmc.compare_samplers` (whole call and draws, ESS and ESS per second, exact
+evaluations per draw after tuning, acceptance, divergences, and the largest distance of
+RNSHMC's posterior means from NUTS's in Monte Carlo standard errors).
 """
 
 from __future__ import annotations
@@ -22,12 +21,11 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one BLAS thread: multithreaded BLAS slows logp
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import arviz as az
 import numpy as np
 import pymc as pm
-import xarray as xr
 
-from pymc_rnshmc import RNSHMC
+from pymc_rnshmc import RNSHMC, compare_samplers
+from pymc_rnshmc.comparison import NUTS_NAME
 from pymc_rnshmc.workloads.elliptic_pde import elliptic_pde
 
 
@@ -55,32 +53,6 @@ def time_model(model: pm.Model, prior_sd: float, seed: int, calls: int = 50) -> 
     return solve, solve_and_adjoint
 
 
-def summarize(idata, wall_seconds: float) -> dict:
-    """Headline numbers of one ``pm.sample`` result."""
-    stats = idata.sample_stats
-    theta = idata.posterior["theta"]
-    bulk = np.asarray(az.ess(xr.Dataset({"theta": theta}), method="bulk")["theta"].values)
-    sampling_seconds = float(stats["perf_counter_diff"].sum())
-    acceptance = stats["accept"] if "accept" in stats else stats["acceptance_rate"]
-    if "n_gradient_evals" in stats:
-        gradients = float(stats["n_gradient_evals"].mean())
-        logps = float(stats["n_logp_evals"].mean())
-    else:  # PyMC NUTS: one joint logp-and-gradient evaluation per leapfrog step
-        gradients = logps = float(stats["n_steps"].mean())
-    return {
-        "wall s": wall_seconds,
-        "draws s": sampling_seconds,
-        "logps/draw": logps,
-        "grads/draw": gradients,
-        "min bulk ESS": bulk.min(),
-        "bulk ESS/s": bulk.min() / sampling_seconds,
-        "accept": float(acceptance.mean()),
-        "mean": theta.mean(("chain", "draw")).values,
-        "sd": theta.std(("chain", "draw")).values,
-        "bulk": bulk,
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-cells", type=int, default=30, help="cells per side of the mesh")
@@ -101,34 +73,25 @@ def main() -> None:
         f"seconds per solve (compiled logp): {solve:.2e}; per solve + adjoint (logp and "
         f"gradient): {solve_and_adjoint:.2e}"
     )
-    results = {}
-    for name, step_class in {"NUTS": pm.NUTS, "RNSHMC": RNSHMC}.items():
-        with model:
-            step = step_class()
-            start = time.perf_counter()
-            idata = pm.sample(
-                step=step,
-                tune=args.tune,
-                draws=args.draws,
-                chains=args.chains,
-                cores=args.cores,
-                random_seed=args.seed,
-                progressbar=False,
-                compute_convergence_checks=False,
-            )
-        results[name] = summarize(idata, time.perf_counter() - start)
-
-    nuts, rnshmc = results["NUTS"], results["RNSHMC"]
-    mcse = np.sqrt(nuts["sd"] ** 2 / nuts["bulk"] + rnshmc["sd"] ** 2 / rnshmc["bulk"])
-    rnshmc["max |dmean|/MCSE"] = np.max(np.abs(rnshmc["mean"] - nuts["mean"]) / mcse)
-    columns = ["wall s", "draws s", "logps/draw", "grads/draw", "min bulk ESS", "bulk ESS/s"]
-    columns += ["accept", "max |dmean|/MCSE"]
-    print("\n" + " | ".join(["sampler".ljust(7)] + [c.rjust(12) for c in columns]))
-    for name, result in results.items():
-        cells = [f"{result[c]:12.3g}" if c in result else "-".rjust(12) for c in columns]
-        print(" | ".join([name.ljust(7), *cells]))
-    speedup = rnshmc["bulk ESS/s"] / nuts["bulk ESS/s"]
-    print(f"\nRNSHMC / NUTS bulk ESS per second of draws: {speedup:.1f}x")
+    comparison = compare_samplers(
+        model,
+        samplers={"RNSHMC": RNSHMC},
+        tune=args.tune,
+        draws=args.draws,
+        chains=args.chains,
+        cores=args.cores,
+        random_seed=args.seed,
+        nutpie=False,
+        progressbar=False,
+    )
+    print(comparison)
+    table = comparison.table
+    draws = table.loc["RNSHMC", "bulk ESS/s (draws)"] / table.loc[NUTS_NAME, "bulk ESS/s (draws)"]
+    call = table.loc["RNSHMC", "bulk ESS/s (call)"] / table.loc[NUTS_NAME, "bulk ESS/s (call)"]
+    print(
+        f"\nRNSHMC / NUTS bulk ESS per second of draws: {draws:.1f}x, of the whole call: "
+        f"{call:.1f}x"
+    )
 
 
 if __name__ == "__main__":
