@@ -25,9 +25,9 @@ __all__ = ["MAX_GRID_ERROR", "SparseGridHMC"]
 MAX_GRID_ERROR = 50.0
 """Default ``max_error``: grids that served well estimated at most 20 nats (the 20-d elliptic
 PDE: 19.7, 4.3 times NUTS's ESS per second), grids that mixed badly 58 (40-d logistic
-regression without the quadratic base: acceptance 0.09, ESS 27 of 1000), 280 (the 7-d
+regression without the quadratic base: acceptance 0.09, ESS 27 of 1000), 122 to 3e5 (the 7-d
 hierarchical model of the calibration runs: step size at its floor, trajectories at
-max_steps, calibration failed) and above 1e5 (centred eight schools)."""
+max_steps, calibration failed) and 820 to 1.6e9 (the eight schools, Neal's funnel)."""
 
 SPARSE_GRID_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     **SURROGATE_HMC_STATS,
@@ -86,10 +86,10 @@ class SparseGridHMC(SurrogateHMC):
         Largest estimated error of the grid's potential, in nats, that the sampler accepts
         (``step.surrogate.report.max_potential_error``: the largest finest-level surplus, or
         the largest ``|U - U~|`` at the exploration draws in the box if larger). A grid beyond
-        it is refused with a warning and sampling continues with exact NUTS: such a grid
-        proposes trajectories the exact test mostly rejects, so the chain, though still
-        exact, mixes too slowly to trust. Default ``MAX_GRID_ERROR`` (50); ``None`` accepts
-        every grid.
+        it is refused with a warning and sampling continues with exact NUTS (the exact random
+        walk for a model without gradients): such a grid proposes trajectories the exact test
+        mostly rejects, so the chain, though still exact, mixes too slowly to trust. Default
+        ``MAX_GRID_ERROR`` (50); ``None`` accepts every grid.
     exact_acceptance : bool
         ``False`` gives the paper's approximate "complete" variant (section 5): the Metropolis
         test uses the grid's potential inside the box, so a draw whose trajectory stays inside

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from pymc_rnshmc import RNSHMC, SurrogateWarning
+from pymc_rnshmc import RNSHMC, SparseGridHMC, SurrogateWarning
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from tests.models import correlated_normal
 from tests.step_methods.helpers import DistortedSurrogate, sample_with
@@ -25,8 +25,6 @@ def test_a_wrong_surrogate_is_named_with_its_error():
 
 
 def test_the_remedy_names_the_samplers_own_setting():
-    from pymc_rnshmc import SparseGridHMC
-
     with correlated_normal():
         step = SparseGridHMC()
     monitor = step._acceptance_monitor

@@ -419,8 +419,8 @@ def test_a_start_outside_the_support_is_a_sampling_error(bad_value):
         )
 
 
-def test_a_bad_current_point_in_the_surrogate_phase_is_a_sampling_error():
-    model = truncated_normal(-np.inf)
+def step_in_surrogate_phase(model) -> RNSHMC:
+    """An RNSHMC step on ``model`` taken ten draws into its surrogate phase, tuning on."""
     with model:
         step = RNSHMC(exploration_steps=50)
     start_chain(step, seed=8, tune=100, draws=10)
@@ -428,6 +428,11 @@ def test_a_bad_current_point_in_the_surrogate_phase_is_a_sampling_error():
     for _ in range(60):
         point, _ = step.step(point)
     assert step.phase == "surrogate"
+    return step
+
+
+def test_a_bad_current_point_in_the_surrogate_phase_is_a_sampling_error():
+    step = step_in_surrogate_phase(truncated_normal(-np.inf))
     with time_limit(60), pytest.raises(SamplingError, match="Bad initial energy"):
         step.step({"x": np.array(2.0 * TRUNCATION)})
 
@@ -435,14 +440,7 @@ def test_a_bad_current_point_in_the_surrogate_phase_is_a_sampling_error():
 def test_trajectories_capped_by_max_steps_are_told_at_the_end_of_tuning():
     # SparseGridHMC on a 7-d hierarchy tuned its step size down to its floor, so every
     # trajectory stopped at max_steps, silently: now the end of tuning says so
-    model = independent_normal()
-    with model:
-        step = RNSHMC(exploration_steps=50)
-    start_chain(step, seed=8, tune=100, draws=10)
-    point = model.initial_point()
-    for _ in range(60):
-        point, _ = step.step(point)
-    assert step.phase == "surrogate"
+    step = step_in_surrogate_phase(independent_normal())
     step._step_size_bounds = (0.0, step.path_length / (3 * step.max_steps))
     with pytest.warns(SurrogateWarning, match=f"stop at max_steps={step.max_steps}"):
         step.stop_tuning()
