@@ -1,8 +1,9 @@
 """Refactor guard: each sampler's draws on fixed seeds, recorded once per PyMC generation.
 
-While the step layer is rebuilt, every move must leave these draws bit-identical (tuning draws
-and stats included). A change that is meant to alter them re-records them in its own commit,
-saying why:  ``python -m tests.step_methods.test_refactor_guard``.
+While the step layer is rebuilt, every move must leave these draws unchanged (tuning draws and
+stats included): counts and decisions identical, floating-point values to ``RTOL``. A change
+that is meant to alter them re-records them in its own commit, saying why:
+``python -m tests.step_methods.test_refactor_guard``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ GUARDED = {
     "ARNSHMC": (ARNSHMC, {"exploration_steps": 50}),
     "SparseGridHMC": (SparseGridHMC, {"exploration_steps": 60}),
 }
+RTOL, ATOL = 1e-6, 1e-9
+"""Floating-point tolerance. New releases of numpy, scipy and the BLAS round differently: fresh
+environments on 2026-11-25 (numpy 2.4.6 / 2.5.5) moved the recorded draws by up to 1.6e-7
+relative, with every accept decision and step count the same. A change of behaviour moves
+whole draws."""
 STATS = ("accept", "n_steps", "step_size", "model_logp", "n_logp_evals", "n_gradient_evals")
 
 
@@ -55,10 +61,14 @@ def guarded_draws(name: str) -> dict[str, np.ndarray]:
 
 @pytest.mark.skipif(not RECORD.exists(), reason=f"no record for PyMC {PYMC_GENERATION}")
 @pytest.mark.parametrize("name", list(GUARDED))
-def test_draws_are_bit_identical_to_the_record(name):
+def test_draws_are_those_of_the_record(name):
     recorded = np.load(RECORD)
     for key, values in guarded_draws(name).items():
-        np.testing.assert_array_equal(values, recorded[key], err_msg=key)
+        expected = recorded[key]
+        if np.issubdtype(expected.dtype, np.floating):
+            np.testing.assert_allclose(values, expected, rtol=RTOL, atol=ATOL, err_msg=key)
+        else:
+            np.testing.assert_array_equal(values, expected, err_msg=key)
 
 
 if __name__ == "__main__":
