@@ -156,6 +156,61 @@ class FailsBeyond(Op):
         return [output_gradients[0]]
 
 
+class GradientFailsBeyond(Op):
+    """The identity on ``x`` whose gradient raises ``error`` where an element exceeds ``limit``.
+
+    The logp is defined everywhere; only the gradient fails there, as an adjoint solver can
+    fail where the forward solve succeeds: a logp-only evaluation (a surrogate draw's end point)
+    succeeds at points where an exact NUTS draw cannot start.
+    """
+
+    __props__ = ("limit", "error")
+
+    def __init__(self, limit: float, error: type) -> None:
+        self.limit, self.error = float(limit), error
+
+    def make_node(self, x, output_gradient):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x, pt.as_tensor_variable(output_gradient)], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        x, output_gradient = inputs
+        if np.any(x > self.limit):
+            raise self.error("the adjoint solve failed")
+        outputs[0][0] = np.array(output_gradient, copy=True)
+
+
+class IdentityWithFailingGradient(Op):
+    """The identity, differentiated by :class:`GradientFailsBeyond`."""
+
+    __props__ = ("limit", "error")
+
+    def __init__(self, limit: float, error: type) -> None:
+        self.limit, self.error = float(limit), error
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = np.array(inputs[0], copy=True)
+
+    def grad(self, inputs, output_gradients):
+        return [GradientFailsBeyond(self.limit, self.error)(inputs[0], output_gradients[0])]
+
+
+def gradient_failing_normal(limit: float, error: type) -> pm.Model:
+    """``x ~ N(0, I_2)`` whose logp is defined everywhere but whose gradient raises ``error``
+    where ``x`` exceeds ``limit`` (:class:`IdentityWithFailingGradient`)."""
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            forward = IdentityWithFailingGradient(limit, error)(x)
+        pm.Potential("likelihood", -0.5 * pt.sum(forward**2))
+    return model
+
+
 ARMED = {"mode": None}
 """Switch of :class:`FailsBeyond`: ``None``, ``"raise"`` or ``"interrupt"``."""
 

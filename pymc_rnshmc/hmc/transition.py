@@ -123,9 +123,7 @@ def surrogate_transition(
     move = proposal.propose(
         start.position, start.force, force_field, step_size, rng, start.exact_force
     )
-    # judge and cache the proposal as the chain will hold it (a float32 model otherwise missed
-    # its cache at the next draw)
-    move = move._replace(position=cast(move.position))
+    move = _as_held(move, cast)
     end_surrogate = None  # U~ at the end: not evaluated unless needed
     if _is_plain_trajectory(move) and (diagnose or math.isfinite(max_surrogate_energy_change)):
         end_surrogate = float(surrogate_potential(move.position))
@@ -171,6 +169,21 @@ def surrogate_transition(
         irreversible=move.irreversible,
         metric_range=move.metric_range,
     )
+
+
+def _as_held(move: Move, cast: Callable[[np.ndarray], np.ndarray]) -> Move:
+    """The move with its end point as the chain will hold it (the model's dtype).
+
+    The proposal is judged and cached there: a float32 model otherwise missed its cache at the
+    next draw. Where the cast moved the point, the force the trajectory computed belongs to the
+    uncast point, so it is dropped (the next draw computes it at the held point): otherwise the
+    next trajectory's first half-step would depend on this trajectory at rounding level, and the
+    kernel would not be a fixed function of the chain's state.
+    """
+    held = cast(move.position)
+    if move.force is not None and not np.array_equal(held, move.position):
+        return move._replace(position=held, force=None, end_exact=False)
+    return move._replace(position=held)
 
 
 def _is_plain_trajectory(move: Move) -> bool:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
+from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.dynamics import RiemannianDynamics
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
@@ -68,7 +70,10 @@ class RNSRMHMC(SurrogateHMC):
         Fixed-point iterations of one implicit equation before its trajectory is rejected.
     check_reversibility : bool
         Integrate every trajectory back and reject it unless it returns to its start (twice
-        the surrogate work per draw).
+        the surrogate work per draw). ``False`` halves that work but gives up exactness: the
+        implicit steps' fixed-point solves can converge to another root, so a trajectory need
+        not be reversible (a converged forward and backward pair missed its start by 1.17), and
+        the chain then no longer leaves the posterior invariant. It warns.
     n_hidden, activation, quadratic, penalty, surrogate : optional
         As for :class:`~pymc_rnshmc.RNSHMC` (additive units only: a given ``surrogate`` must
         be a :class:`~pymc_rnshmc.RandomNetworkSurrogate` with ``hidden_units="additive"``).
@@ -145,6 +150,15 @@ class RNSRMHMC(SurrogateHMC):
             quadratic=quadratic,
             penalty=penalty,
         )
+        if not check_reversibility:
+            warnings.warn(
+                "RNSRMHMC(check_reversibility=False) does not check that each implicit "
+                "trajectory returns to its start: a fixed-point solve can converge to another "
+                "root, and then the draws are no longer exact. Keep the default (True) unless "
+                "you accept an approximate posterior.",
+                SurrogateWarning,
+                stacklevel=2,
+            )
         dynamics = RiemannianDynamics(
             metric, softabs_alpha, tolerance, max_iterations, check_reversibility
         )

@@ -95,7 +95,10 @@ class SparseGridHMC(SurrogateHMC):
         test uses the grid's potential inside the box, so a draw whose trajectory stays inside
         costs no exact evaluation at all, but the chain targets ``exp(-U~)`` instead of the
         posterior. It warns, and ``step.surrogate.report.kl_bound`` gives Theorem 5.1's bound
-        ``2 max |U - U~|`` on the Kullback-Leibler divergence, estimated on the grid.
+        ``2 max |U - U~|`` on the Kullback-Leibler divergence, estimated on the grid. It
+        takes no ``safety_net``: the net's exact draws target the posterior, and mixed with
+        draws that target ``exp(-U~)`` the chain would target neither, nor would the bound
+        hold; the net is off (also for a model without gradients, where it is on by default).
     **kwargs
         As for :class:`~pymc_rnshmc.RNSHMC` (``exploration_steps``, ``path_length``,
         ``target_accept``, ``surrogate_target_accept``, NUTS options); ``surrogate_target_accept``
@@ -163,6 +166,9 @@ class SparseGridHMC(SurrogateHMC):
         self.max_points = max_points
         self.exact_acceptance = bool(exact_acceptance)
         kwargs.setdefault("surrogate_target_accept", 0.8 if grid == "full" else 0.9)
+        if not self.exact_acceptance:
+            _refuse_safety_net(kwargs.get("safety_net"))
+            kwargs["safety_net"] = 0.0
         super().__init__(vars, surrogate=None, schedule=SPARSE_GRID_SCHEDULE, **kwargs)
         self.level, self.cells_per_dimension = grid_size(
             grid, self.exact_model.size, level, cells_per_dimension, self.refine, max_points
@@ -222,3 +228,15 @@ class SparseGridHMC(SurrogateHMC):
             "steps_outside_domain": result.exact_forces,
             "approximate_test": result.approximate_test,
         }
+
+
+def _refuse_safety_net(safety_net) -> None:
+    """Raise unless the safety net is off: it cannot be mixed with the approximate test."""
+    if safety_net is None or (not isinstance(safety_net, bool) and safety_net == 0):
+        return
+    raise ValueError(
+        f"SparseGridHMC(exact_acceptance=False) takes no safety_net (got {safety_net!r}): the "
+        "net's exact draws target the posterior while the approximate test targets the grid's "
+        "exp(-U~), and a chain mixing the two targets neither. Use exact_acceptance=True with "
+        "a safety net, or drop safety_net."
+    )

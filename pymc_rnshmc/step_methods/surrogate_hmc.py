@@ -47,6 +47,7 @@ from pymc.model import modelcontext
 from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.step_methods.compound import Competence
 from pymc.step_methods.hmc.base_hmc import BaseHMC
+from pymc.step_methods.hmc.integration import IntegrationError
 from pymc.step_methods.hmc.nuts import NUTS, NUTSState
 from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotentialDiagAdapt
 from pymc.step_methods.state import dataclass_state
@@ -528,11 +529,52 @@ class SurrogateHMC(NUTS):
         """An exact NUTS draw (exploration, or no usable surrogate)."""
         if self.gradient_free:
             return self._random_walk_draw(q0)
-        q_new, (stats,) = super().astep(q0)
+        try:
+            q_new, (stats,) = super().astep(q0)
+        except IntegrationError:  # raised only where NUTS starts: its trajectories catch it
+            return q0, [self._unstarted_exact_stats(q0)]
         stats = nuts_stats_to_surrogate_stats(stats)
         extras = self.exact_model.extra_values()
         self._cache = CachedPoint(q_new.data.copy(), stats["model_logp"], extras)
         return q_new, [stats]
+
+    def _unstarted_exact_stats(self, q0: RaveledVars) -> dict[str, Any]:
+        """The stats of an exact NUTS draw that could not start: a counted rejection.
+
+        The model's gradient raised a rejected error at the chain's point (the guard counted
+        it), which a logp-only evaluation had accepted (a surrogate or safety-net draw's end, a
+        resumed exploration). The chain stays, as at a divergence of the first step.
+        """
+        self.iter_count += 1
+        step_size = float(self.step_adapt.current(self.tune))
+        cache = self._cache
+        known = cache is not None and np.array_equal(cache.position, q0.data)
+        logp = cache.logp if known else np.nan
+        return {
+            "accept": 0.0,
+            "accepted": False,
+            "diverging": False,
+            "divergences": self.divergences,
+            "energy": -logp,
+            "energy_error": np.nan,
+            "n_steps": 0,
+            "tree_depth": 0,
+            "reached_max_treedepth": False,
+            "index_in_trajectory": 0,
+            "step_size": step_size,
+            "step_size_bar": float(self.step_adapt.current(False)),
+            "model_logp": logp,
+            "n_logp_evals": 1,
+            "n_gradient_evals": 1,
+            "used_surrogate": False,
+            "safety_net": False,
+            "surrogate_error": np.nan,
+            "surrogate_accept": np.nan,
+            "left_trust_region": False,
+            "smallest_eigval": np.nan,
+            "largest_eigval": np.nan,
+            "warning": None,
+        }
 
     def _safety_net_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         """An exact draw in the surrogate phase (:mod:`~pymc_rnshmc.step_methods.safety_net`).

@@ -18,7 +18,7 @@ from scipy import stats
 
 from pymc_rnshmc import ARNSHMC, RNSHMC, ModelEvaluationError, SparseGridHMC
 from tests.checks import assert_moments, posterior_draws
-from tests.models import ARMED, failing_normal
+from tests.models import ARMED, failing_normal, gradient_failing_normal
 
 LIMIT = 1.0
 TUNE, DRAWS = 400, 600
@@ -164,6 +164,24 @@ def test_listed_errors_are_rejections_that_truncate_the_posterior():
     assert_truncated_normal(idata, "rejected ZeroDivisionError")
     assert stat(idata, "warmup_sample_stats", "model_failures").sum() > 0
     assert stat(idata, "sample_stats", "model_failures").sum() > 0
+
+
+def test_a_listed_error_of_the_gradient_where_an_exact_draw_starts_is_a_counted_rejection():
+    # Surrogate draws accept points evaluating the logp alone; the safety net's exact NUTS
+    # draws then start there and need the gradient, which raises the listed error.
+    model = gradient_failing_normal(LIMIT, ZeroDivisionError)
+    with model:
+        step = RNSHMC(exploration_steps=150, safety_net=0.3, reject_errors=ZeroDivisionError)
+    idata = sample(model, step, seed=7)
+    net = stat(idata, "sample_stats", "safety_net")
+    failures = stat(idata, "sample_stats", "model_failures")
+    unstarted = net & (failures > 0) & (stat(idata, "sample_stats", "n_steps") == 0)
+    assert unstarted.any(), "no exact draw had to start beyond the gradient's limit"
+    x = posterior_draws(idata, "x").reshape(-1, 2)
+    where = np.flatnonzero(unstarted)
+    where = where[where > 0]
+    np.testing.assert_array_equal(x[where], x[where - 1])  # rejected: the chain stayed
+    assert (x[where] > LIMIT).any(axis=1).all()
 
 
 def test_with_several_processes_the_error_reaches_the_user_with_the_draws():

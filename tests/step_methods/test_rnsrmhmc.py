@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_rnshmc import RNSRMHMC, RandomNetworkSurrogate
+from pymc_rnshmc import RNSRMHMC, RandomNetworkSurrogate, SurrogateWarning
 from pymc_rnshmc.surrogates.network.curvature import RidgeForm
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import beta_binomial, correlated_normal
@@ -86,3 +86,9 @@ def test_unusable_settings_get_a_clear_error(options, message):
     with correlated_normal():
         with pytest.raises(ValueError, match=message):
             RNSRMHMC(**options)
+
+
+def test_turning_the_reversibility_check_off_warns_that_the_draws_are_not_exact():
+    with correlated_normal():
+        with pytest.warns(SurrogateWarning, match="no longer exact"):
+            RNSRMHMC(check_reversibility=False)

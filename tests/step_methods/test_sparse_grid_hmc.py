@@ -123,6 +123,15 @@ def test_the_approximate_complete_variant_warns_reports_its_bound_and_skips_exac
     assert_correlated_normal(idata, "complete variant", correlation=False)
 
 
+@pytest.mark.parametrize("gradient", [True, False], ids=["gradients", "no gradients"])
+def test_the_approximate_variant_takes_no_safety_net_whose_draws_target_the_posterior(gradient):
+    with correlated_normal(gradient=gradient):
+        with pytest.raises(ValueError, match="takes no safety_net"):
+            SparseGridHMC(exact_acceptance=False, safety_net=0.2)
+        step = SparseGridHMC(exact_acceptance=False)  # the net is on without gradients
+    assert step.safety_net.probability == 0.0
+
+
 def test_exact_acceptance_is_the_default_and_never_approximates():
     idata, _ = run(correlated_normal(), tune=300, draws=200, chains=1)
     assert not sample_stat(idata, "approximate_test").any()
