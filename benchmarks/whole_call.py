@@ -15,8 +15,9 @@ default ``jitter+adapt_diag``), "NUTS dense" (``init="jitter+adapt_full"``), "nu
 "nutpie low-rank" (``adaptation="low_rank"``, nutpie's low-rank modified mass matrix), "RNSHMC"
 (defaults), "RNSHMC nuts" (``dynamics="nuts"``: NUTS trees on the surrogate corrected by
 delayed acceptance), "RNSHMC explored" (``exploration_steps=round(0.7 * tune)``, a fully explored
-surrogate: the reference the fast default must not quietly fall short of) and "ARNSHMC"
-(defaults). The first four are the baselines.
+surrogate: the reference the fast default must not quietly fall short of), "RNSHMC no net"
+(``safety_net=0``: what the default's exact component costs) and "ARNSHMC" (defaults). The
+first four are the baselines.
 
 Workloads (``--workloads``): "logistic_regression" (d = 50, N = 100 000), "pde_30" and "pde_60"
 (the RNS-HMC paper's d = 20 elliptic PDE on 30 x 30 and 60 x 60 meshes), "ode" (Lotka-Volterra
@@ -107,7 +108,7 @@ WORKLOADS = {
     ),
 }
 BASELINES = ("NUTS", "NUTS dense", "nutpie", "nutpie low-rank")
-SURROGATES = ("RNSHMC", "RNSHMC nuts", "RNSHMC explored", "ARNSHMC")
+SURROGATES = ("RNSHMC", "RNSHMC nuts", "RNSHMC explored", "RNSHMC no net", "ARNSHMC")
 SAMPLERS = {
     "NUTS": lambda tune: "pymc",
     "NUTS dense": lambda tune: "pymc",
@@ -116,6 +117,7 @@ SAMPLERS = {
     "RNSHMC": lambda tune: RNSHMC,
     "RNSHMC nuts": lambda tune: partial(RNSHMC, dynamics="nuts"),
     "RNSHMC explored": lambda tune: partial(RNSHMC, exploration_steps=max(1, round(0.7 * tune))),
+    "RNSHMC no net": lambda tune: partial(RNSHMC, safety_net=0.0),
     "ARNSHMC": lambda tune: ARNSHMC,
 }
 """Each sampler as :func:`pymc_rnshmc.comparison.run_sampler` takes it, given the tuning length

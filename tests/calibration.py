@@ -238,6 +238,7 @@ class ShiftedRNSHMC(RNSHMC):
 
     def __init__(self, *args: Any, shift: float = 0.75, **kwargs: Any) -> None:
         self.shift = float(shift)
+        kwargs.setdefault("safety_net", 0.0)  # its exact draws would pull the chain back
         super().__init__(*args, surrogate=ShiftedSurrogate(self.shift), **kwargs)
 
     @property
@@ -268,6 +269,10 @@ class SurrogateAcceptanceRNSHMC(RNSHMC):
     """
 
     name = "surrogate_acceptance_rnshmc"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("safety_net", 0.0)  # its exact draws would mix in the posterior
+        super().__init__(*args, **kwargs)
 
     def _correction(self) -> Correction:
         if self.phase != Phase.SURROGATE:

@@ -153,7 +153,8 @@ def test_a_two_replication_smoke_run_is_reproducible_replication_by_replication(
     assert result.labels == ["a", "b", "sigma"] and result.ranks.shape == (2, 3)
     assert np.all((result.ranks >= 0) & (result.ranks <= RANKED_DRAWS))
     assert result.passed is None and np.isnan(result.p_values).all()
-    assert all(r.surrogate_share > 0.9 and r.min_ess > 0 for r in result.replications)
+    # a tenth of the draws are the safety net's exact ones
+    assert all(r.surrogate_share > 0.8 and r.min_ess > 0 for r in result.replications)
     assert "not tested" in result.summary()
     again = run_replication("nonlinear_regression", "RNSHMC", 1)
     np.testing.assert_array_equal(again.ranks, result.replications[1].ranks)

@@ -59,8 +59,14 @@ def test_the_ess_columns_are_arviz_ess_of_the_traces(comparison):
 def test_evaluations_acceptance_and_divergences_come_from_the_stats(comparison):
     table = comparison.table
     rnshmc = comparison.runs["RNSHMC"].trace
-    assert table.loc["RNSHMC", "logp evals/draw"] == 1.0
-    assert table.loc["RNSHMC", "grad evals/draw"] == 0.0
+    # one logp per surrogate draw; the safety net's exact NUTS draws (a tenth) cost more
+    net = sample_stat(rnshmc, "safety_net")
+    logps = sample_stat(rnshmc, "n_logp_evals")
+    assert (logps[~net] == 1).all()
+    assert table.loc["RNSHMC", "logp evals/draw"] == pytest.approx(logps.mean())
+    assert table.loc["RNSHMC", "grad evals/draw"] == pytest.approx(
+        sample_stat(rnshmc, "n_gradient_evals").mean()
+    )
     assert table.loc["RNSHMC", "accept"] == pytest.approx(sample_stat(rnshmc, "accept").mean())
     nuts = comparison.runs[NUTS_NAME].trace
     # PyMC's NUTS evaluates the start of each trajectory again: one more than its steps

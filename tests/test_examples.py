@@ -38,8 +38,9 @@ def test_logistic_regression_example_compares_nuts_rnshmc_and_arnshmc(tmp_path):
     lines = completed.stdout.splitlines()
     for name in ("RNSHMC", "ARNSHMC"):
         cells = next(line for line in lines if line.startswith(f"{name} ")).split()
-        # the table's columns 11 and 12: logp and gradient evaluations per draw after tuning
-        assert float(cells[11]) == 1.0 and float(cells[12]) == 0.0
+        # the table's columns 11 and 12: logp and gradient evaluations per draw after tuning,
+        # one logp per surrogate draw and a NUTS trajectory per net draw (a tenth)
+        assert 1.0 < float(cells[11]) < 4.0 and 0.0 < float(cells[12]) < 3.0
     assert (tmp_path / "ess_per_second.png").stat().st_size > 0
     assert (tmp_path / "error_vs_time.png").stat().st_size > 0
 
@@ -52,8 +53,9 @@ def test_elliptic_pde_example_compares_nuts_and_rnshmc():
     assert "RNSHMC / NUTS bulk ESS per second of draws" in completed.stdout
     cells = next(line for line in completed.stdout.splitlines() if line.startswith("RNSHMC "))
     cells = cells.split()
-    # compare_samplers' columns 11 and 12: logp and gradient evaluations per draw after tuning
-    assert float(cells[11]) == 1.0 and float(cells[12]) == 0.0
+    # compare_samplers' columns 11 and 12: logp and gradient evaluations per draw after tuning,
+    # one logp per surrogate draw and a NUTS trajectory per net draw (a tenth)
+    assert 1.0 < float(cells[11]) < 4.0 and 0.0 < float(cells[12]) < 3.0
 
 
 def test_black_box_ode_example_compares_demetropolisz_and_rnshmc():

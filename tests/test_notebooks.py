@@ -170,12 +170,13 @@ def test_notebook_runs_and_compares_the_samplers(name):
             assert 0 <= row["accept"] <= 1, (table_name, sampler)
             if kind is None:
                 continue
-            # Every draw after tuning followed the surrogate and was accepted with one exact logp.
-            assert row["used_surrogate"] == 1.0, (table_name, sampler)
+            # Nine in ten draws after tuning followed the surrogate (the rest: the safety net).
+            assert row["used_surrogate"] >= 0.8, (table_name, sampler)
             # Loose: catches a sampler on the wrong posterior, not smoke-size Monte Carlo noise.
             assert row["max |dmean|/MCSE"] < 8, (table_name, sampler, row)
-            if kind == NETWORK:  # no exact gradient after tuning
-                assert row["grad/draw"] == 0.0 and row["logp/draw"] == 1.0, (table_name, sampler)
-            else:  # exact gradients only for the leapfrog steps outside the grid's box
-                assert row["grad/draw"] == pytest.approx(row["steps_outside_domain"])
-                assert row["logp/draw"] >= 1.0, (table_name, sampler)
+            # A surrogate draw costs one logp more than its exact gradients (none for a network,
+            # one per leapfrog step outside a grid's box); a net draw's NUTS trajectory as many
+            # logps as gradients: the difference per draw is the surrogate's share.
+            assert row["logp/draw"] - row["grad/draw"] == pytest.approx(
+                row["used_surrogate"], abs=1e-9
+            ), (table_name, sampler, kind)

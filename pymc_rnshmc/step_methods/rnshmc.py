@@ -92,10 +92,16 @@ class RNSHMC(SurrogateHMC):
         with the step size and mass matrix adapted while exploring, or for a model without
         gradients the fixed random walk. The mixture leaves the posterior invariant and keeps
         the chain moving where the surrogate is wrong
-        (:mod:`~pymc_rnshmc.step_methods.safety_net`). Default for a model without gradients
-        0.2 in up to five dimensions and ``1 / d`` beyond (an exact draw then costs one
-        ``logp``, as a surrogate draw does, but a random-walk step moves less the more
-        dimensions there are); 0 with gradients.
+        (:mod:`~pymc_rnshmc.step_methods.safety_net`). With gradients the net also draws
+        while tuning, and the surrogate learns from its draws: one that lands where the
+        surrogate is far too high brings a refit. After tuning, the first such landing of a
+        chain is told (:mod:`~pymc_rnshmc.step_methods.wall_watch`). Default 0.1 with
+        gradients (each exact draw costs a NUTS trajectory of exact gradients); for a model
+        without gradients 0.2 in up to five dimensions and ``1 / d`` beyond, after tuning only
+        (an exact draw then costs one ``logp``, as a surrogate draw does, but a random-walk
+        step moves less the more dimensions there are). 0 turns it off: the draws are then
+        all surrogate draws, still exact, but a region the surrogate walls off may be missed
+        without a sign.
     reject_errors : exception type or tuple of them, optional
         Errors of the model's logp that reject the point instead of stopping sampling. By
         default only a NaN or infinite logp, ``numpy.linalg.LinAlgError`` and scipy's

@@ -149,6 +149,7 @@ class RNSRMHMC(SurrogateHMC):
             activation=activation,
             quadratic=quadratic,
             penalty=penalty,
+            ceiling=False,  # the trajectories follow the network's own curvature
         )
         if not check_reversibility:
             warnings.warn(

@@ -64,6 +64,7 @@ from pymc_rnshmc.exceptions import (
 )
 from pymc_rnshmc.exploration.adaptive_metropolis import AdaptiveMetropolis, RandomWalkStep
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation
+from pymc_rnshmc.hmc.explored_region import ExploredRegion
 from pymc_rnshmc.hmc.force_field import (
     EXACT_FORCE_FLOOR,
     EXACT_FORCE_SHARE,
@@ -94,6 +95,7 @@ from pymc_rnshmc.step_methods.reporting import (
 from pymc_rnshmc.step_methods.safety_net import SafetyNet
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.variables import continuous_value_vars
+from pymc_rnshmc.step_methods.wall_watch import WALL_NATS, WallWatch
 from pymc_rnshmc.surrogates.base import (
     Capabilities,
     approximate_covariance,
@@ -120,6 +122,13 @@ COLLAPSE_ACCEPT = 0.05
 FRESH_ADAPTATION_DRAWS = 100
 """Exact NUTS resuming while tuning adapts its step size afresh if at least this many tuning
 draws remain (or PyMC 5 does not say how many), and otherwise keeps exploration's."""
+WALL_REFIT_GROWTH = 1.1
+"""A net draw behind a wall brings a refit once the record has grown by this factor since the
+last fit ..."""
+WALL_REFITS = 2
+"""... at most this many times in a chain. A surrogate that cannot represent the region keeps
+its wall: a test surrogate with a wall built in (``tests/step_methods/helpers.py``) brought 30
+refits of 13 s each in two chains of 800 tuning draws without this limit."""
 SURROGATE_ERROR_EVERY = 10
 """After tuning, the ``surrogate_error`` statistic is computed on every this-many-th draw."""
 
@@ -146,6 +155,8 @@ class SurrogateHMCState(NUTSState):
     _fit_error: float
     _explorer: Any
     _laplace: Any
+    _explored_region: Any
+    _wall_refits: int
 
 
 class SurrogateHMC(NUTS):
@@ -355,11 +366,14 @@ class SurrogateHMC(NUTS):
         self._fit_error = np.nan
         self._explorer = AdaptiveMetropolis(self.exact_model.size) if self.gradient_free else None
         self._laplace = None
+        self._explored_region = None
+        self._wall_refits = 0
         self._fitted_rows = (0, 0)
         self._held_out = None
         self._acceptance_monitor = AcceptanceMonitor(
             type(self).__name__, richer_surrogate=self._richer_surrogate
         )
+        self._wall_watch = WallWatch(type(self).__name__)
         self._chain_draws = []  # kept for a ModelEvaluationError: PyMC drops them on an error
         self._tuning_draws = 0
         self._told_failures = False
@@ -461,7 +475,7 @@ class SurrogateHMC(NUTS):
         result = None
         if self.phase != Phase.SURROGATE:
             q_new, (stats,) = self._exact_draw(q0)
-        elif not self.tune and self.safety_net.catches(self.rng):
+        elif self._net_applies() and self.safety_net.catches(self.rng):
             q_new, (stats,) = self._safety_net_draw(q0)
         else:
             result = self._surrogate_draw(q0.data)
@@ -576,15 +590,28 @@ class SurrogateHMC(NUTS):
             "warning": None,
         }
 
+    def _net_applies(self) -> bool:
+        """Whether this surrogate-phase draw may be a safety-net draw.
+
+        After tuning, always. While tuning, only with gradients: the net's exact NUTS draws
+        then also teach the surrogate where its own trajectories do not go (they are recorded
+        with their gradients, and one that crossed a wall brings a refit: :meth:`_watch_wall`).
+        Without gradients the random walk's steps are not taken while tuning: taking them, and
+        learning from its proposals, left ``log V_m`` of the pharmacokinetic ODE 3.2-4.1 MCSE
+        low in four of six seeds of 2 x (1000 + 1000) draws; after tuning only, at most 1.6
+        MCSE off.
+        """
+        return not (self.tune and self.gradient_free)
+
     def _safety_net_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         """An exact draw in the surrogate phase (:mod:`~pymc_rnshmc.step_methods.safety_net`).
 
         The fixed random walk without gradients; with them, NUTS with the step size it adapted
-        while exploring (the surrogate dynamics have their own). Only after tuning: taking them
-        while tuning as well, and learning from the walk's proposals, left ``log V_m`` of the
-        pharmacokinetic ODE 3.2-4.1 MCSE low in four of six seeds of 2 x (1000 + 1000) draws;
-        after tuning only, at most 1.6 MCSE off.
+        while exploring (the surrogate dynamics have their own). After tuning, a draw that
+        moves is looked at for the wall it crossed
+        (:mod:`~pymc_rnshmc.step_methods.wall_watch`), and while tuning so is every one.
         """
+        start = self._cache
         surrogate_adapt = self.step_adapt
         self.step_adapt = self._exploration_adapt[0]  # set whenever the surrogate phase starts
         try:
@@ -592,7 +619,55 @@ class SurrogateHMC(NUTS):
         finally:
             self.step_adapt = surrogate_adapt
         stats["safety_net"] = True
+        if start is not None and np.array_equal(start.position, q0.data):
+            self._watch_wall(start, q_new.data, stats)
         return q_new, [stats]
+
+    def _watch_wall(self, start: CachedPoint, end: np.ndarray, stats: dict[str, Any]) -> None:
+        """Set a net draw's ``surrogate_error`` from the wall it crossed, and act on a high one.
+
+        While tuning, a wall of ``WALL_NATS`` or more brings a refit that includes the draw's
+        point, if the schedule learns and tuning has room for one; after tuning, the first such
+        wall of the chain is told.
+        """
+        if np.array_equal(start.position, end):
+            return
+        with np.errstate(all="ignore"):
+            wall = float(self.surrogate.potential(end)) - float(
+                self.surrogate.potential(start.position)
+            )
+            wall += float(stats["model_logp"]) - start.logp
+        if not np.isfinite(wall):
+            return
+        stats["surrogate_error"] = -wall
+        if self.tune:
+            if wall >= WALL_NATS:
+                self._refit_behind_wall()
+            return
+        where = self.exact_model.failures.layout.describe(end)
+        message = self._wall_watch.record(wall, where)
+        if message is not None:
+            warnings.warn(message, SurrogateWarning, stacklevel=4)
+
+    def _refit_behind_wall(self) -> None:
+        """Refit at the next draw (the record holds the net draw's point), if tuning allows.
+
+        Only once the record has grown by ``WALL_REFIT_GROWTH`` since the last fit, and at most
+        ``WALL_REFITS`` times a chain: a wall the refits cannot remove (a surrogate that cannot
+        represent the region) costs a few refits, not one for every net draw behind it.
+        """
+        draws_left = self._tuning_draws_left()
+        if not self._learns_during_tuning() or (
+            draws_left is not None and draws_left < self.schedule.refit_adaptation
+        ):
+            return
+        if self._wall_refits >= WALL_REFITS:
+            return
+        if len(self._record) < WALL_REFIT_GROWTH * self._fitted_rows[1]:
+            return
+        self._wall_refits += 1
+        if self._next_refit is None or self._next_refit > len(self._record):
+            self._next_refit = len(self._record)
 
     def _random_walk_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         """An exact random-walk Metropolis draw, for a model without gradients.
@@ -668,7 +743,7 @@ class SurrogateHMC(NUTS):
 
     def _hamiltonian_step(self, start, p0, step_size):
         result = super()._hamiltonian_step(start, p0, step_size)
-        if self.tune and self.phase == Phase.EXPLORATION:
+        if self.tune and self.phase != Phase.EXACT:  # exploring, or the net while tuning
             end = result.end
             self._record.append(end.q.data, -float(end.logp), -np.asarray(end.q_grad))
         return result
@@ -703,6 +778,7 @@ class SurrogateHMC(NUTS):
             diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
             # values-only surrogates can fly off where the model is absurdly slow to evaluate
             max_surrogate_energy_change=self.Emax if self.gradient_free else np.inf,
+            evaluable=self._explored_region.contains if self.tune else None,
         )
         result = result._replace(
             n_logp_evals=n_logp_evals + result.n_logp_evals,
@@ -1154,6 +1230,7 @@ class SurrogateHMC(NUTS):
         self.trajectory_choice = choice
         self._proposal = self.dynamics.proposal(best, self.max_steps, self.max_treedepth, self.Emax)
         self._force_bound = force_bound(positions, gradients)
+        self._explored_region = ExploredRegion.around(positions)
         self._step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
         # Dual averaging explores around ten times its initial step; start it at a tenth so it
         # centres on the simulated step size, unless no tuning is left to adapt.

@@ -54,3 +54,47 @@ def test_without_a_cast_the_trajectory_hands_on_its_end_force():
     result = transition(start, 4, np.asarray)
     assert result.accepted
     np.testing.assert_allclose(result.end.force, gradient(result.end.position))
+
+
+def test_a_surrogate_far_too_low_at_the_end_is_a_rejection_not_a_divergence():
+    # the model is 2000 nats above the (smooth) surrogate beyond x0 = 1: a trajectory that
+    # keeps the surrogate's Hamiltonian and crosses there has an exact energy change of 2000
+    def exact(q):
+        return Evaluation(q, -float(potential(q)) - 2000.0 * (q[0] > 1.0))
+
+    position = np.array([0.9, 0.0])
+    start = CachedPoint(position, -float(potential(position)), (), force=gradient(position))
+    results = [
+        surrogate_transition(
+            start,
+            LeapfrogProposal(DiagonalMetric(np.ones(2)), path_length=0.5, max_steps=100),
+            ExactMetropolis(1000.0),
+            ForceField(gradient, gradient, np.full(2, 1e6)),
+            0.1,
+            np.random.default_rng(seed),
+            evaluate=exact,
+            surrogate_potential=potential,
+            cast=np.asarray,
+            extras=(),
+            diagnose=True,
+        )
+        for seed in range(20)
+    ]
+    far = [seed for seed, r in enumerate(results) if r.energy_change > 1000.0]
+    assert far, "no trajectory crossed x0 = 1"
+    assert all(not results[i].accepted and results[i].divergence is None for i in far)
+    # a wall as high (the surrogate 2000 nats above the model there) stays a divergence
+    wall = surrogate_transition(
+        start,
+        LeapfrogProposal(DiagonalMetric(np.ones(2)), path_length=0.5, max_steps=100),
+        ExactMetropolis(1000.0),
+        ForceField(gradient, gradient, np.full(2, 1e6)),
+        0.1,
+        np.random.default_rng(far[0]),  # the same trajectory as a far one
+        evaluate=lambda q: Evaluation(q, -float(potential(q)) + 2000.0 * (q[0] > 1.0)),
+        surrogate_potential=potential,
+        cast=np.asarray,
+        extras=(),
+        diagnose=True,
+    )
+    assert wall.energy_change < -1000.0 and wall.divergence is not None and not wall.accepted

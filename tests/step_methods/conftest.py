@@ -39,7 +39,15 @@ class SamplerCase:
         return self.options.get("dynamics") == "nuts"
 
     def make(self, **overrides):
-        options = {"exploration_steps": self.exploration, **self.options, **overrides}
+        """The step, with the safety net off for a model with gradients unless overridden.
+
+        The protocol tests check the surrogate kernel's citizenship draw by draw; the net's
+        exact NUTS draws are tested in ``test_safety_net.py``, and the samplers as users get
+        them (``safety_net=None``) in ``test_stationarity.py``. Without gradients the net was
+        always on by default, and stays so here.
+        """
+        net = {} if self.black_box else {"safety_net": 0.0}
+        options = {"exploration_steps": self.exploration, **net, **self.options, **overrides}
         return self.step_class(**options)
 
     @property

@@ -29,7 +29,8 @@ class DistortedSurrogate:
     def __init__(self, kind: str, amount: float = 1.0) -> None:
         self.kind = kind
         self.amount = amount
-        self.inner = RandomNetworkSurrogate()
+        # no ceiling: it would soften the distortions far from the training points
+        self.inner = RandomNetworkSurrogate(ceiling=False)
 
     def fit(self, positions, potentials, gradients=None, rng=None):
         self.inner.fit(positions, potentials, gradients, rng=rng)
@@ -152,3 +153,18 @@ def assert_correlated_normal(idata, label: str = "", min_ess=200, correlation: b
         product = np.prod((x - CORRELATED_MEAN) / sds, axis=-1)
         rho = CORRELATED_COVARIANCE[0, 1] / (sds[0] * sds[1])
         assert_moments(product, rho, np.sqrt(1 + rho**2), f"{label} z1 * z2", min_ess=min_ess)
+
+
+def surrogate_draws(idata, least_share: float = 0.8) -> np.ndarray:
+    """The mask of kept draws the surrogate proposed; every other one must be the safety net's.
+
+    The net is on by default, so about a tenth of the draws are exact NUTS (or random-walk)
+    draws; the rest, at least ``least_share``, are surrogate draws.
+    """
+    from tests.checks import sample_stat
+
+    used = sample_stat(idata, "used_surrogate")
+    net = sample_stat(idata, "safety_net")
+    assert (used ^ net).all(), "a kept draw neither a surrogate nor a safety-net draw"
+    assert used.mean() >= least_share, f"surrogate share {used.mean():.2f}"
+    return used

@@ -53,6 +53,7 @@ def test_the_sampler_warns_once_per_chain_after_tuning_with_a_wrong_surrogate():
             seed=7,
             surrogate=DistortedSurrogate("shifted", 1.5),
             refit_during_tuning=False,
+            safety_net=0.0,  # the surrogate's own kernel: the net's exact draws would help it
         )
     messages = [
         str(w.message)

@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_rnshmc import RNSHMC
-from pymc_rnshmc.step_methods.safety_net import GRADIENT_FREE_PROBABILITY, SafetyNet
+from pymc_rnshmc import RNSHMC, SurrogateWarning
+from pymc_rnshmc.step_methods.safety_net import (
+    GRADIENT_FREE_PROBABILITY,
+    GRADIENT_PROBABILITY,
+    SafetyNet,
+)
 from tests.checks import assert_moments, effective_sample_size, posterior_draws, sample_stat
 from tests.models import NORMAL_MEAN, NORMAL_SD, correlated_normal, independent_normal
 from tests.step_methods.helpers import DistortedSurrogate, assert_correlated_normal, sample_with
@@ -23,10 +27,11 @@ def test_a_probability_outside_zero_to_one_is_refused(probability):
         SafetyNet(probability)
 
 
-def test_on_by_default_without_gradients_off_with_them():
+def test_on_by_default_with_and_without_gradients():
     assert SafetyNet.default(None, gradient_free=True, dim=4).probability == 0.2
     assert SafetyNet.default(None, gradient_free=True, dim=20).probability == 0.05
-    assert SafetyNet.default(None, gradient_free=False, dim=4).probability == 0.0
+    assert SafetyNet.default(None, gradient_free=False, dim=4).probability == GRADIENT_PROBABILITY
+    assert SafetyNet.default(0.0, gradient_free=False, dim=4).probability == 0.0
     assert SafetyNet.default(0.3, gradient_free=False, dim=4).probability == 0.3
     assert SafetyNet.default(0.0, gradient_free=True, dim=4).probability == 0.0
 
@@ -76,9 +81,23 @@ def test_without_gradients_the_net_is_the_fixed_random_walk():
     assert_correlated_normal(idata, "random-walk net")
 
 
-def test_no_exact_draws_while_tuning():
+def test_while_tuning_only_with_gradients_and_learning_from_them():
     idata, _ = sample_with(
         RNSHMC, correlated_normal(), tune=400, draws=50, seed=42, safety_net=0.5, keep_tuning=True
+    )
+    warmup = idata.warmup_sample_stats
+    tuning_net = np.asarray(warmup["safety_net"].values)
+    assert tuning_net.any() and sample_stat(idata, "safety_net").any()
+    # the surrogate phase while learning: every net draw's end joins the training record
+    assert (np.asarray(warmup["n_gradient_evals"].values)[tuning_net] > 0).all()
+    idata, _ = sample_with(
+        RNSHMC,
+        correlated_normal(gradient=False),
+        tune=400,
+        draws=50,
+        seed=42,
+        safety_net=0.5,
+        keep_tuning=True,
     )
     assert not np.asarray(idata.warmup_sample_stats["safety_net"].values).any()
     assert sample_stat(idata, "safety_net").any()
@@ -89,7 +108,9 @@ def test_the_net_rescues_a_chain_from_a_surrogate_wall(gradient):
     # the surrogate rises steeply beyond half a posterior sd in x[0]: 31 % of the mass
     model = independent_normal(gradient=gradient)
     wall = DistortedSurrogate("wall", 0.5)
+    # no learning while tuning: refits of a surrogate with a wall built in take seconds each
     options = {"tune": 800, "draws": 2000, "seed": 43, "surrogate": wall}
+    options["refit_during_tuning"] = False
     true_share = stats.norm.sf(0.5)
 
     def share_beyond(idata):
@@ -108,3 +129,44 @@ def test_the_net_rescues_a_chain_from_a_surrogate_wall(gradient):
     share, x = share_beyond(rescued)
     assert abs(share - true_share) < 0.05  # measured 0.30-0.34
     assert_moments(x, NORMAL_MEAN[0], NORMAL_SD[0], "x[0] behind the wall", min_ess=100)
+
+
+def test_a_chain_started_behind_a_wall_leaves_it_with_the_default_net():
+    # the frozen kernel, started 2 sds beyond a surrogate wall in x[0] (100 nats high there):
+    # surrogate trajectories cannot leave, the default net's exact draws can
+    from pymc.blocking import RaveledVars
+
+    from tests.stationarity import point_map_info, tuned_step
+
+    model = independent_normal()
+
+    def left(step) -> float:
+        info = point_map_info(step, model)
+        rng = np.random.default_rng(0)
+        escaped = []
+        for _ in range(10):
+            start = NORMAL_MEAN + NORMAL_SD * np.r_[2.0, rng.normal(size=2)]
+            q = RaveledVars(start.astype(step.dtype), info)
+            beyond = []
+            for _ in range(100):
+                q, _ = step.astep(q)
+                beyond.append((q.data[0] - NORMAL_MEAN[0]) / NORMAL_SD[0] > 0.5)
+            escaped.append(not all(beyond))
+        return float(np.mean(escaped))
+
+    def wall_step(**options):
+        # no learning while tuning, so no collapse hands the chain to exact NUTS for good
+        step = tuned_step(
+            lambda: RNSHMC(
+                surrogate=DistortedSurrogate("wall", 0.5), refit_during_tuning=False, **options
+            ),
+            model,
+            tune=400,
+            seed=44,
+        )
+        assert step.phase == "surrogate"
+        return step
+
+    with pytest.warns(SurrogateWarning, match="landed at x = "):
+        assert left(wall_step()) == 1.0
+    assert left(wall_step(safety_net=0.0)) <= 0.2

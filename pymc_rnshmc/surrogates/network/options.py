@@ -18,8 +18,12 @@ def network_surrogate(
     activation: str = "softplus",
     quadratic: bool = True,
     penalty: float | None = None,
+    ceiling: bool = True,
 ) -> PotentialSurrogate:
     """The given surrogate (checked), or a random network with these options.
+
+    ``ceiling`` is not a user's option: the Riemannian dynamics take their curvature from the
+    network alone, so RNSRMHMC's network has none.
 
     Raises
     ------
@@ -33,6 +37,7 @@ def network_surrogate(
             activation=activation,
             quadratic=quadratic,
             penalty=penalty,
+            ceiling=ceiling,
         )
     if isinstance(surrogate, type) or not isinstance(surrogate, PotentialSurrogate):
         raise TypeError(

@@ -25,6 +25,7 @@ import numpy as np
 
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number
 from pymc_rnshmc.exceptions import SurrogateFitError
+from pymc_rnshmc.surrogates.ceiling import Ceiling
 from pymc_rnshmc.surrogates.network.activations import get_activation
 from pymc_rnshmc.surrogates.network.curvature import RidgeForm
 from pymc_rnshmc.surrogates.network.held_out_selection import (
@@ -277,6 +278,10 @@ class RandomNetworkSurrogate:
         than 10, or ``validation_fraction=0``).
     max_hidden : int
         Largest number of hidden units the automatic width choice considers.
+    ceiling : bool
+        Keep the potential under a ceiling beyond the training points, so that extrapolation
+        cannot build a wall in front of posterior mass its data never reached
+        (:mod:`~pymc_rnshmc.surrogates.ceiling`).
 
     References
     ----------
@@ -300,6 +305,7 @@ class RandomNetworkSurrogate:
         validation_fraction: float = 0.2,
         weight_scale: float | None = None,
         max_hidden: int = MAX_DEFAULT_HIDDEN,
+        ceiling: bool = True,
     ) -> None:
         n_hidden = check_positive_integer("n_hidden", n_hidden, allow_none=True)
         if hidden_units not in ("additive", "radial"):
@@ -334,6 +340,8 @@ class RandomNetworkSurrogate:
         self.report: FitReport | None = None
         self._folded = None
         self.gaussian_base: tuple[np.ndarray, np.ndarray] | None = None
+        self.ceiling = bool(ceiling)
+        self.ceiling_part: Ceiling | None = None
 
     def with_gaussian_base(
         self, mean: np.ndarray, covariance: np.ndarray
@@ -384,6 +392,7 @@ class RandomNetworkSurrogate:
         """
         start = time.perf_counter()
         rng = np.random.default_rng(rng)
+        self.ceiling_part = None
         positions, potentials, gradients = self._finite_rows(positions, potentials, gradients)
         whitening = Whitening.from_positions(positions)
         whitened = whitening.to_whitened(positions)
@@ -404,6 +413,8 @@ class RandomNetworkSurrogate:
         self.offset = 0.0
         self.offset = float(np.mean(potentials - self.potential(positions)))
         self._fold_whitening()
+        if self.ceiling:
+            self.ceiling_part = Ceiling.above(whitening, potentials)
         self.report = chosen.report(
             positions.shape[0], time.perf_counter() - start, gradients is not None
         )
@@ -689,6 +700,13 @@ class RandomNetworkSurrogate:
 
     def potential(self, positions: np.ndarray) -> np.ndarray | float:
         """Surrogate potential at one point ``(d,)`` (a float) or at rows ``(n, d)``."""
+        value = self._network_potential(positions)
+        if self.ceiling_part is not None:
+            (value,) = self.ceiling_part.soft_minimum(positions, value)
+        return float(value) if np.ndim(value) == 0 else value
+
+    def _network_potential(self, positions: np.ndarray) -> np.ndarray | float:
+        """The fitted network's potential, without the ceiling."""
         whitened = self.whitening.to_whitened(positions)
         value = self.layer.features(whitened) @ self.coefficients + self.offset
         if self.quadratic_part is not None:
@@ -745,9 +763,17 @@ class RandomNetworkSurrogate:
 
     def potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
         """``U~`` and its gradient at one point ``(d,)``, sharing the hidden layer's work."""
+        value, gradient = self._network_potential_and_gradient(position)
+        if self.ceiling_part is None:
+            return value, gradient
+        value, gradient = self.ceiling_part.soft_minimum(position, value, gradient)
+        return float(value), gradient
+
+    def _network_potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        """The fitted network's potential and gradient, without the ceiling."""
         folded = getattr(self, "_folded", None)
         if folded is None or np.ndim(position) != 1:
-            return float(self.potential(position)), self.gradient(position)
+            return float(self._network_potential(position)), self._network_gradient(position)
         weights, biases, hessian, linear = folded
         preactivation = weights @ position
         preactivation += biases
@@ -765,6 +791,16 @@ class RandomNetworkSurrogate:
 
     def gradient(self, position: np.ndarray) -> np.ndarray:
         """Gradient of the surrogate potential at one point ``(d,)`` or at rows ``(n, d)``."""
+        ceiling = getattr(self, "ceiling_part", None)
+        if ceiling is None:
+            return self._network_gradient(position)
+        if np.ndim(position) == 1:
+            return self.potential_and_gradient(position)[1]
+        value = self._network_potential(position)
+        return ceiling.soft_minimum(position, value, self._network_gradient(position))[1]
+
+    def _network_gradient(self, position: np.ndarray) -> np.ndarray:
+        """The fitted network's gradient, without the ceiling."""
         folded = getattr(self, "_folded", None)
         if folded is not None:
             weights, biases, hessian, linear = folded
