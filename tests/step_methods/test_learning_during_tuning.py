@@ -130,7 +130,7 @@ def test_a_surrogate_whose_proposals_are_all_rejected_hands_tuning_back_to_exact
 def test_a_collapse_too_late_for_another_fit_leaves_the_rest_to_exact_nuts():
     with pytest.warns(SurrogateWarning, match="too late to fit another"):
         idata, step = run(
-            tune=300, draws=200, seed=5, surrogate=DistortedSurrogate("shifted", 10.0)
+            tune=300, draws=400, seed=5, surrogate=DistortedSurrogate("shifted", 10.0)
         )
     assert step.phase == Phase.EXACT
     assert not sample_stat(idata, "used_surrogate").any()
