@@ -52,7 +52,9 @@ GRADIENT_PROBABILITY = 0.1
 """Default share of exact NUTS draws for a model with gradients. On the banana with a one-sided
 tail (2 data sets x 4 seeds x 2 x (1000 + 10 000) draws), the default without the net put the
 mean of ``b1`` 3.6 to 6.9 MCSE off in three of four runs, with ESS in the thousands; with the net
-at 0.1 (and the ceiling), every mean was within 2.7 MCSE. Each net draw costs a NUTS trajectory
+at 0.1 and the surrogate's ceiling (``RandomNetworkSurrogate(ceiling=True)``, since turned off
+by default), every mean was within 2.7 MCSE; with the net alone (the default), four runs of one
+data set were within 2.5 MCSE, at bulk ESS of 270 to 2628. Each net draw costs a NUTS trajectory
 of exact gradients, so the kept draws cost about ``0.9 + 0.1 (n_steps + 1)`` exact evaluations
 each instead of one (``docs/benchmarks.md`` measures the whole call)."""
 

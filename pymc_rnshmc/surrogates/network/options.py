@@ -18,12 +18,13 @@ def network_surrogate(
     activation: str = "softplus",
     quadratic: bool = True,
     penalty: float | None = None,
-    ceiling: bool = True,
+    ceiling: bool = False,
 ) -> PotentialSurrogate:
     """The given surrogate (checked), or a random network with these options.
 
-    ``ceiling`` is not a user's option: the Riemannian dynamics take their curvature from the
-    network alone, so RNSRMHMC's network has none.
+    ``ceiling`` is not a sampler option (pass ``surrogate=RandomNetworkSurrogate(ceiling=True)``
+    to try it); the Riemannian dynamics take their curvature from the network alone, so
+    RNSRMHMC's network never has one.
 
     Raises
     ------
