@@ -27,8 +27,9 @@ WALL_NATS = 10.0
 they should) is told, and while tuning brings a refit. The banana's first fits put 40 to 765
 nats at the far end of an arm, where the chains then under-visited the tail. In the trust
 battery (``benchmarks/trust_battery.py``: two bananas, a sharper one, a log-gamma and a
-Student-t, 40 runs, with the surrogate's ceiling on) the highest wall a run's net met after tuning had a median of 9.2 nats, and
-19 runs met one of 10 or more, so the warning is common on curved and heavy-tailed posteriors.
+Student-t, 40 runs, with the surrogate's ceiling on) the highest wall a run's net met after
+tuning had a median of 9.2 nats, and 19 runs met one of 10 or more, so the warning is common
+on curved and heavy-tailed posteriors.
 It is a measured threshold, not a bound: two banana runs with tails 6.6 and 8.2 MCSE off met
 walls of only 3.4 and 4.8 nats."""
 
