@@ -50,7 +50,9 @@ result. ``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the
 logp-and-gradient call counts in both). ``surrogate_error`` is how much the surrogate misjudged
 the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``: on every draw
 during tuning, on every tenth after it (NaN on the others; it costs about a leapfrog step),
-and on every draw with ``dynamics="nuts"`` (free: the tree knows ``U~`` at both ends).
+and on every draw with ``dynamics="nuts"`` (free: the tree knows ``U~`` at both ends). On a
+safety-net draw that moved it is minus the wall the exact draw crossed
+(:mod:`pymc_rnshmc.step_methods.wall_watch`).
 ``surrogate_accept`` is the acceptance on the surrogate's own Hamiltonian, which the step size
 adapts on: a NUTS tree's mean acceptance statistic (the first stage of delayed acceptance), or
 for a leapfrog the Metropolis probability on ``U~ + K`` when ``surrogate_error`` is computed
