@@ -122,7 +122,8 @@ def test_a_failed_solve_gives_nan_or_on_request_minus_infinity():
     logp = one_compartment_model("BDF").compile_logp()
     assert np.isfinite(logp(point)) and np.isnan(logp(failed))
     guarded = one_compartment_model("BDF", failed_solve="-inf").compile_logp()
-    assert guarded(point) == logp(point) and guarded(failed) == -np.inf
+    # the two graphs compile apart: equal to rounding (they differed in the last bit once)
+    assert guarded(point) == pytest.approx(logp(point), rel=1e-12) and guarded(failed) == -np.inf
     with pytest.raises(ValueError, match="failed_solve must be one of"):
         one_compartment_model("BDF", failed_solve="zero")
 
