@@ -222,7 +222,9 @@ def _only_the_surrogate_erred(
     if not _is_plain_trajectory(move):
         return False
     with np.errstate(all="ignore"):
-        start_surrogate = float(surrogate_potential(start.position))
+        start_surrogate = start.surrogate_potential  # cached, unless a draw left it unknown
+        if not math.isfinite(start_surrogate):
+            start_surrogate = float(surrogate_potential(start.position))
         if end_surrogate is None:
             end_surrogate = float(surrogate_potential(move.position))
         change = end_surrogate + move.end_kinetic - start_surrogate - move.start_kinetic

@@ -650,18 +650,14 @@ class SurrogateHMC(NUTS):
             warnings.warn(message, SurrogateWarning, stacklevel=4)
 
     def _refit_behind_wall(self) -> None:
-        """Refit at the next draw (the record holds the net draw's point), if tuning allows.
+        """Refit at the next draw (the record holds the net draw's point).
 
-        Only once the record has grown by ``WALL_REFIT_GROWTH`` since the last fit, and at most
-        ``WALL_REFITS`` times a chain: a wall the refits cannot remove (a surrogate that cannot
-        represent the region) costs a few refits, not one for every net draw behind it.
+        Only if the schedule learns, once the record has grown by ``WALL_REFIT_GROWTH`` since
+        the last fit, and at most ``WALL_REFITS`` times a chain: a wall the refits cannot remove
+        (a surrogate that cannot represent the region) costs a few refits, not one for every
+        net draw behind it. :meth:`_fit_if_due` drops it when too little tuning is left.
         """
-        draws_left = self._tuning_draws_left()
-        if not self._learns_during_tuning() or (
-            draws_left is not None and draws_left < self.schedule.refit_adaptation
-        ):
-            return
-        if self._wall_refits >= WALL_REFITS:
+        if not self._learns_during_tuning() or self._wall_refits >= WALL_REFITS:
             return
         if len(self._record) < WALL_REFIT_GROWTH * self._fitted_rows[1]:
             return
