@@ -6,6 +6,7 @@ import numpy as np
 
 __all__ = [
     "FIT_ERRORS",
+    "EvaluationTimeout",
     "ModelEvaluationError",
     "SurrogateFitError",
     "SurrogateWarning",
@@ -57,6 +58,27 @@ class ModelEvaluationError(RuntimeError):
                 "whose `__cause__` is this error)."
             )
         return message
+
+
+class EvaluationTimeout(TimeoutError):
+    """An exact evaluation of the model ran past the step's ``time_limit`` and was abandoned.
+
+    Raised inside the model by :mod:`~pymc_rnshmc.step_methods.time_limit` and turned by the
+    step into a counted rejection (sample stat ``model_failures``); it reaches the user only if
+    the model raises it itself without a time limit set.
+
+    Attributes
+    ----------
+    seconds : float
+        The time limit that was exceeded.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.seconds = float(seconds)
+
+    def __str__(self) -> str:
+        return f"the evaluation exceeded time_limit = {self.seconds:g} s"
 
 
 FIT_ERRORS = (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -224,5 +225,45 @@ def failing_normal(limit: float, error: type | None = None, gradient: bool = Tru
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             forward = FailsBeyond(limit, error, gradient)(x)
+        pm.Potential("likelihood", -0.5 * pt.sum(forward**2))
+    return model
+
+
+class SlowBeyond(Op):
+    """The identity on ``x``, taking ``seconds`` where an element exceeds ``limit``.
+
+    A forward model that runs for minutes at absurd parameters, as an ODE solver can; with
+    ``gradient=False`` it has no gradient, like a wrapped simulator.
+    """
+
+    __props__ = ("limit", "seconds", "gradient")
+
+    def __init__(self, limit: float, seconds: float, gradient: bool = True) -> None:
+        self.limit, self.seconds, self.gradient = float(limit), float(seconds), bool(gradient)
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        (x,) = inputs
+        if np.any(x > self.limit):
+            time.sleep(self.seconds)
+        outputs[0][0] = np.array(x, copy=True)
+
+    def grad(self, inputs, output_gradients):
+        if not self.gradient:
+            return [pytensor.gradient.grad_not_implemented(self, 0, inputs[0])]
+        return [output_gradients[0]]
+
+
+def slow_normal(limit: float, seconds: float, gradient: bool = True) -> pm.Model:
+    """``x ~ N(0, I_2)`` through a forward model that takes ``seconds`` where ``x`` exceeds
+    ``limit`` (:class:`SlowBeyond`)."""
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            forward = SlowBeyond(limit, seconds, gradient)(x)
         pm.Potential("likelihood", -0.5 * pt.sum(forward**2))
     return model

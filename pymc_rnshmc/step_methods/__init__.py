@@ -1,6 +1,6 @@
 """The PyMC adapter: steps that run Hamiltonian dynamics on a surrogate and correct exactly."""
 
-from pymc_rnshmc.exceptions import ModelEvaluationError, SurrogateWarning
+from pymc_rnshmc.exceptions import EvaluationTimeout, ModelEvaluationError, SurrogateWarning
 from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
 from pymc_rnshmc.step_methods.rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.rnsrmhmc import RNSRMHMC
@@ -9,6 +9,7 @@ from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
 
 __all__ = [
     "ARNSHMC",
+    "EvaluationTimeout",
     "ModelEvaluationError",
     "RNSHMC",
     "RNSRMHMC",

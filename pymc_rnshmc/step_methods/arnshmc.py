@@ -102,6 +102,12 @@ class ARNSHMC(SurrogateHMC):
         the tuning length, at most four postponements) exploration continues, as it does after a
         failed first fit. A fit without held-out points (very few draws, or ``n_hidden``,
         ``penalty`` and ``weight_scale`` all fixed) has no error estimate and starts at once.
+    time_limit : float, optional
+        Seconds after which an exact evaluation of the model is abandoned and counted as a
+        rejection (stat ``model_failures``), as for :class:`~pymc_rnshmc.RNSHMC`. The sampler
+        then targets the posterior truncated to where the model finishes in time: harmless
+        only where such points carry negligible mass (far out in a tail). Default ``None``: no
+        limit.
     **kwargs
         As for :class:`~pymc_rnshmc.RNSHMC`: the network options (``n_hidden``,
         ``hidden_units``, ``activation``, ``quadratic``, ``penalty``, ``surrogate``), the
@@ -139,6 +145,7 @@ class ARNSHMC(SurrogateHMC):
         freeze_after_tuning: bool = False,
         refit_during_tuning: bool = True,
         start_error: float = 0.3,
+        time_limit: float | None = None,
         **kwargs,
     ) -> None:
         refresh_scale = check_positive_number("refresh_scale", refresh_scale)
@@ -169,6 +176,7 @@ class ARNSHMC(SurrogateHMC):
             schedule=ARNSHMC_SCHEDULE,
             start_error=start_error,
             refit_during_tuning=refit_during_tuning and self.tuning_gradients,
+            time_limit=time_limit,
             **kwargs,
         )
 

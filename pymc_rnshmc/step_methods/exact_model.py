@@ -4,7 +4,8 @@ The only module that touches PyMC's compiled functions. Everything else asks thi
 ``logp``, ``(U, grad U)`` or ``U`` at many rows. It compiles a logp-only function once (the end
 point of a surrogate draw needs no gradient), reuses the step's joint logp-and-gradient function for
 the rest, casts every position to the model's dtype, and hands a model that fails at a point
-(returns NaN or infinity, raises) to
+(returns NaN or infinity, raises, or runs past the step's ``time_limit``:
+:mod:`~pymc_rnshmc.step_methods.time_limit`) to
 :class:`~pymc_rnshmc.step_methods.model_failures.ModelFailures`: a counted rejection
 (``logp = -inf``) or a clear error. A model whose logp has no gradient (an ``Op``
 without one, such as a wrapped simulator) gets a logp-only object: :func:`has_gradient` tells.
@@ -12,12 +13,14 @@ without one, such as a wrapped simulator) gets a logp-only object: :func:`has_gr
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 import pytensor.gradient
 
 from pymc_rnshmc.step_methods.model_failures import ModelFailures, ParameterLayout
+from pymc_rnshmc.step_methods.time_limit import TimeLimit
 
 __all__ = ["ExactModel", "has_gradient"]
 
@@ -62,6 +65,10 @@ class ExactModel:
     reject_errors : tuple of exception types
         Errors of the model counted as rejections besides what PyMC's leapfrog rejects
         (:class:`~pymc_rnshmc.step_methods.model_failures.ModelFailures`).
+    time_limit : float, optional
+        Seconds after which an evaluation is abandoned and counted as a rejection
+        (:mod:`~pymc_rnshmc.step_methods.time_limit`); ``None``: the compiled functions are
+        called directly, with no limit and no overhead.
     """
 
     def __init__(
@@ -74,6 +81,7 @@ class ExactModel:
         gradient: bool = True,
         logp_function=None,
         reject_errors: tuple = (),
+        time_limit: float | None = None,
     ) -> None:
         if initial_point is None:
             initial_point = model.initial_point()
@@ -83,15 +91,41 @@ class ExactModel:
         if logp_dlogp_function is None and gradient:
             logp_dlogp_function = model.logp_dlogp_function(vars, **options)
         self.has_gradient = bool(gradient)
-        self._logp = logp_function._pytensor_function
         # The wrapper's trust_input is not forwarded; set it on the compiled function so a call
         # skips input validation (inputs are always contiguous vectors of the right dtype).
-        self._logp.trust_input = True
-        self._joint = logp_dlogp_function
+        logp_function._pytensor_function.trust_input = True
+        self._compiled = [logp_function._pytensor_function]
+        if logp_dlogp_function is not None:
+            self._compiled.append(logp_dlogp_function._pytensor_function)
         self._shared = dict(logp_function._extra_vars_shared)
         self.dtype = str(logp_function.dtype)
         self.size = int(sum(np.size(initial_point[v.name]) for v in vars))
-        self.failures = ModelFailures(ParameterLayout.of(vars, initial_point), reject_errors)
+        layout = ParameterLayout.of(vars, initial_point)
+        self.failures = ModelFailures(layout, reject_errors, time_limit)
+        self._start = self.cast(np.concatenate([np.ravel(initial_point[n]) for n in layout.names]))
+        self.time_limit = None if time_limit is None else TimeLimit(time_limit, self._compile)
+        self._logp = self.limited(self._compiled[0])
+        self._joint = self.limited(self._compiled[1]) if gradient else None
+
+    def limited(self, function):
+        """``function`` under the time limit (:class:`TimeLimit`); itself without one.
+
+        Every call of the model's compiled functions goes through this: the two held here, and
+        PyMC's leapfrog function (wrapped by the step).
+        """
+        return function if self.time_limit is None else self.time_limit.wrap(function)
+
+    def _compile(self) -> None:
+        """Call each compiled function once at the initial point, without a time limit.
+
+        PyTensor's Numba backend compiles a function at its first call in each process, in
+        Python code that the time limit's signal would interrupt; this first call compiles it
+        where the model should be quick. What the model does there is left to the sampler's own
+        evaluations.
+        """
+        for function in self._compiled:
+            with contextlib.suppress(Exception):
+                function(self._start)
 
     def cast(self, position: np.ndarray) -> np.ndarray:
         """``position`` as a contiguous vector of the model's dtype (a copy only if needed)."""
@@ -145,7 +179,7 @@ class ExactModel:
         if not self.has_gradient:
             raise NotImplementedError("The model's logp has no gradient.")
         try:
-            logp, logp_gradient = self._joint._pytensor_function(self.cast(position))
+            logp, logp_gradient = self._joint(self.cast(position))
         except Exception as error:
             self.failures.raised(position, error)
             return np.inf, np.full(np.shape(position), np.nan)

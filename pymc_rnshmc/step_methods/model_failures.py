@@ -14,6 +14,10 @@ parameters.
   in the step's ``reject_errors``. Listing a type makes the sampler target the posterior
   truncated to where the model succeeds, which is only the posterior the user wants if the
   model cannot be evaluated there by design.
+* With a ``time_limit``, an evaluation that runs past it
+  (:class:`~pymc_rnshmc.exceptions.EvaluationTimeout`, raised by
+  :mod:`~pymc_rnshmc.step_methods.time_limit`) is a rejection too, told once like a NaN. The
+  sampler then targets the posterior truncated to where the model finishes in time.
 
 :class:`ModelFailures` holds that policy and the count; the exact model and the guard around
 PyMC's leapfrog share one instance, so every phase (exploration, the fit's evaluations,
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from pymc.step_methods.hmc.integration import IntegrationError
 
-from pymc_rnshmc.exceptions import ModelEvaluationError
+from pymc_rnshmc.exceptions import EvaluationTimeout, ModelEvaluationError
 
 __all__ = [
     "GuardedLogpGradient",
@@ -114,11 +118,17 @@ class ModelFailures:
         To name the parameters in messages.
     reject_errors : tuple of exception types
         Errors of the model treated as rejections besides the ones PyMC's leapfrog rejects.
+    time_limit : float, optional
+        The step's time limit on an evaluation; with one set, an
+        :class:`~pymc_rnshmc.exceptions.EvaluationTimeout` is a rejection.
     """
 
-    def __init__(self, layout: ParameterLayout, reject_errors: tuple = ()) -> None:
+    def __init__(
+        self, layout: ParameterLayout, reject_errors: tuple = (), time_limit: float | None = None
+    ) -> None:
         self.layout = layout
         self.reject_errors = check_reject_errors(reject_errors)
+        self.time_limit = time_limit
         self.count = 0
         self.first: str | None = None
 
@@ -126,12 +136,15 @@ class ModelFailures:
         """Whether ``error`` makes a counted rejection rather than a stop."""
         if isinstance(error, (np.linalg.LinAlgError, *self.reject_errors)):
             return True
+        if isinstance(error, EvaluationTimeout):  # the user's choice, as reject_errors is
+            return self.time_limit is not None
         return isinstance(error, ValueError) and SCIPY_NONFINITE in str(error).lower()
 
     def raised(self, position: np.ndarray, error: Exception) -> None:
         """Count a rejected ``error`` at ``position``, or raise a ModelEvaluationError."""
         if self.rejects(error):
-            self.note(position, f"raised {type(error).__name__}")
+            timed_out = isinstance(error, EvaluationTimeout)
+            self.note(position, str(error) if timed_out else f"raised {type(error).__name__}")
             return
         where = self.layout.describe(position)
         listed = f"reject_errors=({type(error).__name__},)"

@@ -110,6 +110,21 @@ class RNSHMC(SurrogateHMC):
         holds the chain's draws so far. Listing a type makes the sampler target the posterior
         truncated to where the model succeeds: use it only when the model cannot be evaluated
         there by design. Rejections are counted in the stat ``model_failures``.
+    time_limit : float, optional
+        Seconds after which an exact evaluation of the model (``logp``, or ``logp`` and
+        gradient) is abandoned, for simulators and ODE solvers that can run for minutes at
+        absurd parameters. An abandoned evaluation is a rejection in every phase (exploration,
+        the fit's evaluations, surrogate and safety-net draws), counted in the stat
+        ``model_failures`` and told once per chain with the parameters. A time limit makes the
+        sampler target the posterior truncated to where the model finishes in time: harmless
+        only where such points carry negligible mass (far out in a tail); ``model_failures``
+        shows how often it happened. It is enforced by a SIGALRM timer
+        (:mod:`~pymc_rnshmc.step_methods.time_limit`), so compiled code that does not call
+        back into Python (a C or Fortran solver without Python callbacks) is interrupted only
+        when it next runs Python code, and where signals cannot be used (a thread other than
+        the main one, Windows) the limit is ignored with a warning. A limited evaluation costs
+        four system calls more, and the first in each process is made once without a limit at
+        the initial point, to compile the model. Default ``None``: no limit and no overhead.
     **kwargs
         Passed on to :class:`pymc.NUTS` (``max_treedepth``, ``scaling``, ``potential``, ...).
 
@@ -151,6 +166,7 @@ class RNSHMC(SurrogateHMC):
         refit_during_tuning: bool = True,
         dynamics: str = "hmc",
         safety_net: float | None = None,
+        time_limit: float | None = None,
         model=None,
         **kwargs,
     ) -> None:
@@ -176,6 +192,7 @@ class RNSHMC(SurrogateHMC):
             refit_during_tuning=refit_during_tuning,
             dynamics=dynamics,
             safety_net=safety_net,
+            time_limit=time_limit,
             model=model,
             **kwargs,
         )

@@ -90,6 +90,12 @@ class RNSRMHMC(SurrogateHMC):
         470 steps a trajectory, about a second a draw.)
     target_accept, start_error, refit_during_tuning, safety_net : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
+    time_limit : float, optional
+        Seconds after which an exact evaluation of the model is abandoned and counted as a
+        rejection (stat ``model_failures``), as for :class:`~pymc_rnshmc.RNSHMC`. The sampler
+        then targets the posterior truncated to where the model finishes in time: harmless
+        only where such points carry negligible mass (far out in a tail). Default ``None``: no
+        limit.
     surrogate_target_accept : float, optional
         Target acceptance on the surrogate's own Hamiltonian; default 0.9.
     **kwargs
@@ -139,6 +145,7 @@ class RNSRMHMC(SurrogateHMC):
         start_error: float | None = 0.3,
         refit_during_tuning: bool = True,
         safety_net: float | None = None,
+        time_limit: float | None = None,
         model=None,
         **kwargs,
     ) -> None:
@@ -177,6 +184,7 @@ class RNSRMHMC(SurrogateHMC):
             refit_during_tuning=refit_during_tuning,
             dynamics=dynamics,
             safety_net=safety_net,
+            time_limit=time_limit,
             model=model,
             **kwargs,
         )

@@ -99,6 +99,13 @@ class SparseGridHMC(SurrogateHMC):
         takes no ``safety_net``: the net's exact draws target the posterior, and mixed with
         draws that target ``exp(-U~)`` the chain would target neither, nor would the bound
         hold; the net is off (also for a model without gradients, where it is on by default).
+    time_limit : float, optional
+        Seconds after which an exact evaluation of the model is abandoned and counted as a
+        rejection (stat ``model_failures``), as for :class:`~pymc_rnshmc.RNSHMC`; a grid node
+        whose evaluation is abandoned is treated as a node where the model fails. The sampler
+        then targets the posterior truncated to where the model finishes in time: harmless
+        only where such points carry negligible mass (far out in a tail). Default ``None``: no
+        limit.
     **kwargs
         As for :class:`~pymc_rnshmc.RNSHMC` (``exploration_steps``, ``path_length``,
         ``target_accept``, ``surrogate_target_accept``, NUTS options); ``surrogate_target_accept``
@@ -139,6 +146,7 @@ class SparseGridHMC(SurrogateHMC):
         refine: bool = False,
         max_error: float | None = MAX_GRID_ERROR,
         exact_acceptance: bool = True,
+        time_limit: float | None = None,
         **kwargs,
     ) -> None:
         max_points = check_positive_integer("max_points", max_points)
@@ -169,7 +177,13 @@ class SparseGridHMC(SurrogateHMC):
         if not self.exact_acceptance:
             _refuse_safety_net(kwargs.get("safety_net"))
             kwargs["safety_net"] = 0.0
-        super().__init__(vars, surrogate=None, schedule=SPARSE_GRID_SCHEDULE, **kwargs)
+        super().__init__(
+            vars,
+            surrogate=None,
+            schedule=SPARSE_GRID_SCHEDULE,
+            time_limit=time_limit,
+            **kwargs,
+        )
         self.level, self.cells_per_dimension = grid_size(
             grid, self.exact_model.size, level, cells_per_dimension, self.refine, max_points
         )

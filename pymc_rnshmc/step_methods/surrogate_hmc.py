@@ -191,6 +191,10 @@ class SurrogateHMC(NUTS):
         As for :class:`~pymc_rnshmc.RNSHMC`.
     reject_errors : exception type or tuple of them
         As for :class:`~pymc_rnshmc.RNSHMC`.
+    time_limit : float, optional
+        As for :class:`~pymc_rnshmc.RNSHMC`: seconds after which an exact evaluation of the
+        model is abandoned and counted as a rejection (stat ``model_failures``), so that the
+        sampler targets the posterior truncated to where the model finishes in time.
     exploration_steps, training_window, path_length, max_steps : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     target_accept, surrogate_target_accept : float
@@ -227,11 +231,13 @@ class SurrogateHMC(NUTS):
         dynamics: str = "hmc",
         safety_net: float | None = None,
         reject_errors: type[Exception] | tuple[type[Exception], ...] = (),
+        time_limit: float | None = None,
         model=None,
         **kwargs,
     ) -> None:
         model = modelcontext(model)
         reject_errors = check_reject_errors(reject_errors)
+        self.time_limit = check_positive_number("time_limit", time_limit, allow_none=True)
         self.dynamics = get_dynamics(dynamics)
         self.dynamics.check(surrogate, type(self).__name__)
         if path_length is not None and not self.dynamics.chooses_path_length:
@@ -276,10 +282,12 @@ class SurrogateHMC(NUTS):
             gradient=gradient,
             logp_function=None if gradient else self._logp_dlogp_func,
             reject_errors=reject_errors,
+            time_limit=self.time_limit,
         )
-        if gradient:  # PyMC's leapfrog (the exploration) fails as the exact model does
+        if gradient:  # PyMC's leapfrog (the exploration) fails, and is limited, as the model is
             self.integrator._logp_dlogp_func = GuardedLogpGradient(
-                self.integrator._logp_dlogp_func, self.exact_model.failures
+                self.exact_model.limited(self.integrator._logp_dlogp_func),
+                self.exact_model.failures,
             )
         self.safety_net = SafetyNet.default(
             safety_net, gradient_free=not gradient, dim=self.exact_model.size

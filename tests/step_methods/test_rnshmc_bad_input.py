@@ -168,6 +168,12 @@ INVALID_SETTINGS = [
     ("max_steps", 2.5),
     ("max_steps", float("nan")),
     ("max_steps", float("inf")),
+    ("time_limit", 0.0),
+    ("time_limit", -2.0),
+    ("time_limit", float("nan")),
+    ("time_limit", float("inf")),
+    ("time_limit", "60"),
+    ("time_limit", True),
 ]
 
 
