@@ -63,3 +63,4 @@ def test_black_box_ode_example_compares_demetropolisz_and_rnshmc():
     assert "RNSHMC / DEMetropolisZ bulk ESS per second" in completed.stdout
     cells = next(line for line in completed.stdout.splitlines() if line.startswith("RNSHMC "))
     assert float(cells.split()[11]) == 1.0  # one ODE solve per draw after tuning
+    assert "RNSHMC's failed or abandoned solves after tuning (model_failures): " in completed.stdout

@@ -34,6 +34,9 @@ import numpy as np
 SCAN_STOP = 0.8
 """A scan direction stops at the first length scoring below this share of the best so far."""
 
+MAX_SEARCH_STEPS = 1024
+"""The step-size search stops where a trajectory would need more leapfrog steps than this."""
+
 __all__ = ["TrajectoryCandidate", "TrajectoryChoice", "effective_sample_size_per_draw", "tune"]
 
 
@@ -148,14 +151,17 @@ def _find_step_size(potential_fn, gradient_fn, metric, starts, initial, path_len
     """Step size whose surrogate acceptance is near ``target``.
 
     Robbins-Monro on the log step size with all chains moving, as in warm-up; the answer is
-    the average of the last half of the iterates.
+    the average of the last half of the iterates. The first guess is brought within
+    ``[path_length / MAX_SEARCH_STEPS, path_length]``, one to ``MAX_SEARCH_STEPS`` steps a
+    trajectory: from a guess of 1e-42 (a collapsed dual averaging, on posteriordb's ridge
+    ``kilpisjarvi``) the search had stopped at once and chosen trajectories that did not move.
     """
-    log_step, iterates = np.log(initial), []
+    log_step, iterates = np.log(np.clip(initial, path_length / MAX_SEARCH_STEPS, path_length)), []
     position = starts
     for iteration in range(20):
         step_size = float(np.exp(log_step))
         n_steps = max(1, round(path_length / step_size))
-        if n_steps > 1024:
+        if n_steps > MAX_SEARCH_STEPS:
             break
         draws, acceptance = _simulate(
             potential_fn, gradient_fn, metric, position, step_size, lambda n=n_steps: n, 1, rng
@@ -163,7 +169,7 @@ def _find_step_size(potential_fn, gradient_fn, metric, starts, initial, path_len
         position = draws[:, -1]
         log_step += 2.0 * (acceptance - target) / np.sqrt(iteration + 1.0)
         iterates.append(log_step)
-    return float(np.exp(np.mean(iterates[-10:]))) if iterates else float(initial)
+    return float(np.exp(np.mean(iterates[-10:]))) if iterates else float(np.exp(log_step))
 
 
 def _extended(path_lengths, candidates, max_extra: int = 8):

@@ -111,8 +111,9 @@ class ARNSHMC(SurrogateHMC):
     **kwargs
         As for :class:`~pymc_rnshmc.RNSHMC`: the network options (``n_hidden``,
         ``hidden_units``, ``activation``, ``quadratic``, ``penalty``, ``surrogate``), the
-        exploration and trajectory options (``exploration_steps`` defaults to ``max(50, 1.5 d)``;
-        with fewer than ``d + 2`` usable draws no surrogate is fitted and sampling stays exact)
+        exploration and trajectory options (``exploration_steps`` defaults to
+        ``max(50, 1.5 d, 0.2 tune)``; with fewer than ``d + 2`` usable draws no surrogate is
+        fitted and sampling stays exact)
         and NUTS's options.
 
     Notes

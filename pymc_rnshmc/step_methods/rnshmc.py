@@ -16,9 +16,10 @@ class RNSHMC(SurrogateHMC):
     Tuning is spent on learning the surrogate:
 
     1. a short exact exploration with PyMC's NUTS (its step-size dual averaging and mass-matrix
-       adaptation), recording every draw with its exact ``logp`` and gradient: ``max(50, 1.5 d)``
-       draws, extended by half again while the fit's held-out gradient error exceeds
-       ``start_error``, at most until 70 % of tuning;
+       adaptation), recording every draw with its exact ``logp`` and gradient:
+       ``max(50, 1.5 d)`` draws and at least 20 % of tuning (200 on PyMC 5, which does not tell
+       the step ``tune``), extended by half again while the fit's held-out gradient error
+       exceeds ``start_error``, at most until 70 % of tuning;
     2. a random network surrogate of the potential ``U = -logp`` fitted to those values and
        gradients, and the metric, step size and path length chosen by simulating chains on it;
     3. for the rest of tuning, HMC trajectories that follow the surrogate's gradient, corrected

@@ -22,6 +22,18 @@ __all__ = [
 ]
 
 
+ASSUMED_TUNE = 1000
+"""``pm.sample``'s default ``tune``: the tuning length assumed where the step is not told it."""
+
+EARLIEST_SHARE = 0.2
+"""RNSHMC's first fit waits for at least this share of tuning. Measured with
+``python -m benchmarks.start_rules`` (PyMC 6.4, 4 seeds, 1000 + 1000 draws): on the posteriors
+the rules were set on (posteriordb's kilpisjarvi, garch, arK and non-centred eight schools, and
+a banana), starting after ``max(50, 1.5 d)`` draws met the bar (bulk and tail ESS per draw at
+least 0.7 of a 700-draw exploration's, medians over seeds) on two of five, starting after 20 %
+of tuning on three of five, for 0.84 to 1.38 times the exact evaluations (still about half of
+the long exploration's). ``docs/reliability.md`` has the held-out posteriors."""
+
 VALUES_ONLY_SHORTEST = 200
 """Without gradients, the exploration takes at least this many random-walk draws ..."""
 VALUES_ONLY_PER_DIMENSION = 25.0
@@ -59,8 +71,11 @@ class ExplorationSchedule:
     per_dimension : float
         ... and, with ``early``, at least this many per dimension.
     early : bool
-        Start after ``max(shortest, per_dimension * d)`` draws and postpone (by
-        ``postpone_factor``) while the fit is poor, up to the latest start.
+        Start after ``max(shortest, per_dimension * d, earliest_share * tune)`` draws and
+        postpone (by ``postpone_factor``) while the fit is poor, up to the latest start.
+    earliest_share : float
+        With ``early``: the share of tuning the first fit waits for at least (of
+        ``ASSUMED_TUNE`` on PyMC 5, which does not tell the step ``tune``).
     postpone_factor : float
         A postponed start waits until this many times the draws explored so far.
     postponements_without_tuning_length : int
@@ -98,6 +113,7 @@ class ExplorationSchedule:
     shortest: int = 1
     per_dimension: float = 0.0
     early: bool = False
+    earliest_share: float = 0.0
     postpone_factor: float = 1.5
     postponements_without_tuning_length: int = 4
     points_per_dimension: int = 2
@@ -131,19 +147,23 @@ class ExplorationSchedule:
     def exploration_length(self, tune: int | None, dim: int) -> int:
         """Exact draws before the first fit, for ``tune`` tuning draws (``None``: unknown)."""
         if self.early:
-            return min(self._early_length(dim), self.latest_start(tune, dim))
+            return min(self._early_length(dim, tune), self.latest_start(tune, dim))
         if tune is None:
             return self.without_tuning_length
         return max(min(self.shortest, tune), round(self.tuning_share * tune))
 
     def latest_start(self, tune: int | None, dim: int) -> int:
-        """The last draw at which a postponed start may still happen."""
+        """The last draw at which a postponed start may still happen.
+
+        Without the tuning length, the postponements count from the start ``earliest_share``
+        does not delay: the bound stays where a short ``tune`` can still reach it.
+        """
         if tune is not None:
             return max(1, round(self.tuning_share * tune))
-        latest = self._early_length(dim)
+        latest = self._early_length(dim, tune=0)
         for _ in range(self.postponements_without_tuning_length):
             latest = math.ceil(self.postpone_factor * latest)
-        return min(self.without_tuning_length, latest)
+        return max(self._early_length(dim), min(self.without_tuning_length, latest))
 
     def postponed_start(self, draws_so_far: int) -> int:
         """The next try after a start postponed at ``draws_so_far``."""
@@ -181,20 +201,23 @@ class ExplorationSchedule:
             return True
         return self.next_refit(n_points) - n_points + self.refit_adaptation <= draws_left
 
-    def _early_length(self, dim: int) -> int:
-        return max(self.shortest, math.ceil(self.per_dimension * dim))
+    def _early_length(self, dim: int, tune: int | None = None) -> int:
+        share = round(self.earliest_share * (ASSUMED_TUNE if tune is None else tune))
+        return max(self.shortest, math.ceil(self.per_dimension * dim), share)
 
 
 RNSHMC_SCHEDULE = ExplorationSchedule(
     shortest=50,
     per_dimension=1.5,
     early=True,
+    earliest_share=EARLIEST_SHARE,
     points_per_dimension=1,
     learns_during_tuning=True,
 )
-"""Start after ``max(50, 1.5 d)`` draws, postponed by half again while the fit is poor, at
-latest at 70 % of tuning (the held-out check judges whether ``d + 2`` points suffice); then
-learn from the tuning draws, refitting each time they double while that still helps."""
+"""Start after ``max(50, 1.5 d, 20 % of tuning)`` draws, postponed by half again while the fit
+is poor, at latest at 70 % of tuning (the held-out check judges whether ``d + 2`` points
+suffice); then learn from the tuning draws, refitting each time they double while that still
+helps."""
 
 ARNSHMC_SCHEDULE = RNSHMC_SCHEDULE
 """As RNSHMC's: ARNSHMC differs in what it does after tuning, not before."""

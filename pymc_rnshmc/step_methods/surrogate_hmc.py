@@ -959,7 +959,17 @@ class SurrogateHMC(NUTS):
         return None if self._tune_steps is None else self._tune_steps - self.iter_count
 
     def _surrogate_step_size(self) -> float:
-        step_size = float(self.step_adapt.current(self.tune))
+        return self._bounded_step_size(self.tune)
+
+    def _bounded_step_size(self, tune: bool) -> float:
+        """The adapted step size (the last iterate while tuning, else the average), bounded.
+
+        Within a decade of the simulated choice while the surrogate runs; the exploration's
+        NUTS step size is unbounded. Dual averaging itself is not: where the exact test kept
+        rejecting, its average sank to 1e-42 (posteriordb ``kilpisjarvi``), and a refit that
+        started its step-size search there chose trajectories that did not move.
+        """
+        step_size = float(self.step_adapt.current(tune))
         low, high = self._step_size_bounds
         return float(np.clip(step_size, low, high))
 
@@ -1204,7 +1214,7 @@ class SurrogateHMC(NUTS):
             gradients=gradients,
             explorer_variances=explorer_variances,
             extra_metrics=tuple(extra_metrics),
-            step_size=float(self.step_adapt.current(False)),
+            step_size=self._bounded_step_size(tune=False),
             target_accept=self.surrogate_target_accept,
             max_steps=self.max_steps,
             rng=self.rng.spawn(1)[0],
@@ -1250,7 +1260,7 @@ class SurrogateHMC(NUTS):
         _log.log(
             log_level,
             "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
-            "step size %.3g, %s.",
+            "step size %.3g, %s (simulated ESS %.2f per draw).",
             type(self).__name__,
             gradients.shape[0],
             fit_summary(surrogate),
@@ -1259,6 +1269,7 @@ class SurrogateHMC(NUTS):
             f"path length {best.path_length:.3g}"
             if self.dynamics.chooses_path_length
             else "NUTS trees",
+            best.ess_mean,
         )
         if end_of_tuning:
             warnings.warn(

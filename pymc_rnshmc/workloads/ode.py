@@ -1,4 +1,8 @@
-"""An ODE workload through ``pm.ode``: Lotka-Volterra predator-prey dynamics, seven parameters.
+"""ODE workloads through ``pm.ode``: Lotka-Volterra predator-prey dynamics.
+
+:func:`lotka_volterra` fits seven parameters to simulated data; :func:`hudson_lynx_hare` fits
+eight to the Hudson's Bay Company's lynx and hare pelts of 1900-1920, as posteriordb's
+``hudson_lynx_hare-lotka_volterra`` does (Carpenter's Stan case study).
 
 ``pm.ode.DifferentialEquation`` integrates the system and its forward sensitivities with scipy
 for every logp-and-gradient call, the slow path PyMC users meet with ODE models: here one call
@@ -12,7 +16,13 @@ import pymc as pm
 from pymc.ode import DifferentialEquation
 from scipy.integrate import solve_ivp
 
-__all__ = ["LOTKA_VOLTERRA_TRUTH", "lotka_volterra", "lotka_volterra_data"]
+__all__ = [
+    "HUDSON_PELTS",
+    "LOTKA_VOLTERRA_TRUTH",
+    "hudson_lynx_hare",
+    "lotka_volterra",
+    "lotka_volterra_data",
+]
 
 LOTKA_VOLTERRA_TRUTH = {
     "alpha": 0.55,
@@ -73,4 +83,55 @@ def lotka_volterra(n_times: int = 20, seed: int = 2026) -> pm.Model:
         sigma = pm.HalfNormal("sigma", 0.5)
         solution = ode(y0=[prey0, predator0], theta=[alpha, beta, gamma, delta])
         pm.LogNormal("populations", mu=pm.math.log(solution), sigma=sigma, observed=observed)
+    return model
+
+
+HUDSON_PELTS = np.array(
+    [
+        [30.0, 4.0],
+        [47.2, 6.1],
+        [70.2, 9.8],
+        [77.4, 35.2],
+        [36.3, 59.4],
+        [20.6, 41.7],
+        [18.1, 19.0],
+        [21.4, 13.0],
+        [22.0, 8.3],
+        [25.4, 9.1],
+        [27.1, 7.4],
+        [40.3, 8.0],
+        [57.0, 12.3],
+        [76.6, 19.5],
+        [52.3, 45.7],
+        [19.5, 51.1],
+        [11.2, 29.7],
+        [7.6, 15.8],
+        [14.6, 9.7],
+        [16.2, 10.1],
+        [24.7, 8.6],
+    ]
+)
+"""Hare and lynx pelts (thousands) traded by the Hudson's Bay Company, 1900 to 1920."""
+
+
+def hudson_lynx_hare() -> pm.Model:
+    """Lotka-Volterra fitted to the Hudson's Bay pelts, eight parameters, through ``pm.ode``.
+
+    The rates ``theta = (alpha, beta, gamma, delta)`` have normal priors truncated at zero
+    (``N(1, 0.5)`` for the two growth and death rates, ``N(0.05, 0.05)`` for the two
+    interaction rates), the initial populations ``z_init ~ LogNormal(log 10, 1)`` and the noise
+    scales ``sigma ~ LogNormal(-1, 1)``, one per species; the 1900 counts are log-normal around
+    ``z_init`` and the later ones around the solution at years 1 to 20.
+    """
+    times = np.arange(1.0, 21.0)
+    ode = DifferentialEquation(func=_rates, times=times, n_states=2, n_theta=4, t0=0.0)
+    with pm.Model() as model:
+        theta = pm.TruncatedNormal(
+            "theta", mu=[1.0, 0.05, 1.0, 0.05], sigma=[0.5, 0.05, 0.5, 0.05], lower=0.0
+        )
+        z_init = pm.LogNormal("z_init", np.log(10.0), 1.0, shape=2)
+        sigma = pm.LogNormal("sigma", -1.0, 1.0, shape=2)
+        solution = ode(y0=z_init, theta=theta)
+        pm.LogNormal("initial_pelts", pm.math.log(z_init), sigma, observed=HUDSON_PELTS[0])
+        pm.LogNormal("pelts", pm.math.log(solution), sigma, observed=HUDSON_PELTS[1:])
     return model

@@ -450,3 +450,19 @@ def test_trajectories_capped_by_max_steps_are_told_at_the_end_of_tuning():
     step._step_size_bounds = (0.0, step.path_length / (3 * step.max_steps))
     with pytest.warns(SurrogateWarning, match=f"stop at max_steps={step.max_steps}"):
         step.stop_tuning()
+
+
+def test_a_refit_searches_step_sizes_from_within_a_decade_of_the_current_choice(monkeypatch):
+    # posteriordb's kilpisjarvi: where the exact test kept rejecting, dual averaging's average
+    # sank to 1e-42, and a refit that started its step-size search there chose trajectories
+    # that did not move
+    step = step_in_surrogate_phase(independent_normal())
+    monkeypatch.setattr(step.step_adapt, "current", lambda tune: 1e-42)
+    seen = []
+    choose = step.dynamics.choose
+    monkeypatch.setattr(
+        step.dynamics, "choose", lambda s, setting: seen.append(setting) or choose(s, setting)
+    )
+    positions, _, gradients = step._training_window()
+    step._choose_dynamics(step.surrogate, positions, gradients, refit=True)
+    assert seen[0].step_size >= 0.1 * step.trajectory_choice.best.step_size
