@@ -122,11 +122,38 @@ def sample_with(
     **step_options,
 ):
     """``pm.sample`` with a fresh ``step_class(**step_options)``, quietly; ``(result, step)``."""
+    with model:
+        step = step_class(**step_options)
+    result = sample_step(
+        model,
+        step,
+        tune=tune,
+        draws=draws,
+        chains=chains,
+        cores=cores,
+        seed=seed,
+        keep_tuning=keep_tuning,
+    )
+    return result, step
+
+
+def sample_step(
+    model,
+    step,
+    *,
+    tune: int,
+    draws: int,
+    chains: int = 1,
+    cores: int = 1,
+    seed: int = 3,
+    keep_tuning: bool = True,
+    **options,
+):
+    """``pm.sample`` of ``model`` with ``step``, quietly, keeping the tuning draws by default."""
     import pymc as pm
 
     with model:
-        step = step_class(**step_options)
-        result = pm.sample(
+        return pm.sample(
             step=step,
             tune=tune,
             draws=draws,
@@ -136,8 +163,8 @@ def sample_with(
             progressbar=False,
             compute_convergence_checks=False,
             discard_tuned_samples=not keep_tuning,
+            **options,
         )
-    return result, step
 
 
 def assert_correlated_normal(idata, label: str = "", min_ess=200, correlation: bool = True):

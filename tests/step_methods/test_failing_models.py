@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import pymc as pm
 import pytest
 from pymc.sampling.parallel import ParallelSamplingError
 from scipy import stats
@@ -19,6 +18,7 @@ from scipy import stats
 from pymc_rnshmc import ARNSHMC, RNSHMC, ModelEvaluationError, SparseGridHMC
 from tests.checks import assert_moments, posterior_draws
 from tests.models import ARMED, failing_normal, gradient_failing_normal
+from tests.step_methods.helpers import sample_step
 
 LIMIT = 1.0
 TUNE, DRAWS = 400, 600
@@ -36,20 +36,8 @@ def disarmed():
     ARMED["mode"] = None
 
 
-def sample(model, step, *, tune=TUNE, draws=DRAWS, chains=1, cores=1, seed=3, **options):
-    with model:
-        return pm.sample(
-            step=step,
-            tune=tune,
-            draws=draws,
-            chains=chains,
-            cores=cores,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-            discard_tuned_samples=False,
-            **options,
-        )
+def sample(model, step, *, tune=TUNE, draws=DRAWS, **options):
+    return sample_step(model, step, tune=tune, draws=draws, **options)
 
 
 def arm_when(step, method: str, mode: str, calls: int = 1, after_tuning: bool = False) -> None:

@@ -35,7 +35,7 @@ from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.time_limit import Deadline, TimeLimit, TimeLimited
 from tests.checks import posterior_draws
 from tests.models import independent_normal, slow_normal
-from tests.step_methods.helpers import start_chain
+from tests.step_methods.helpers import sample_step, start_chain
 
 SLOW_BEYOND, SLEEP, LIMIT = 2.0, 5.0, 0.1
 SLOW_POINT = np.array([3.0, 0.0])
@@ -223,20 +223,7 @@ def test_an_invalid_time_limit_is_refused_naming_it(step_class, value):
 # --------------------------------------------------------------------------- sampling
 
 
-def sample(model, step, *, tune, draws, chains=1, cores=1, seed=3, **options):
-    with model:
-        return pm.sample(
-            step=step,
-            tune=tune,
-            draws=draws,
-            chains=chains,
-            cores=cores,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-            discard_tuned_samples=False,
-            **options,
-        )
+sample = sample_step
 
 
 def failures(idata, group: str) -> np.ndarray:

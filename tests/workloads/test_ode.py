@@ -1,8 +1,14 @@
-"""The Lotka-Volterra workload through pm.ode."""
+"""The Lotka-Volterra workloads through pm.ode."""
 
 import numpy as np
 
-from pymc_rnshmc.workloads.ode import LOTKA_VOLTERRA_TRUTH, lotka_volterra, lotka_volterra_data
+from pymc_rnshmc.workloads.ode import (
+    HUDSON_PELTS,
+    LOTKA_VOLTERRA_TRUTH,
+    hudson_lynx_hare,
+    lotka_volterra,
+    lotka_volterra_data,
+)
 
 
 def test_the_data_are_reproducible_and_follow_the_solution():
@@ -26,3 +32,18 @@ def test_the_model_has_seven_parameters_and_a_finite_logp_and_gradient_at_the_tr
     # the truth is far more probable than a point where the rates are halved
     halved = dict(point, alpha_log__=np.log(0.5 * LOTKA_VOLTERRA_TRUTH["alpha"]))
     assert model.compile_logp()(halved) < logp - 10
+
+
+def test_the_hudson_pelts_model_has_eight_parameters_and_prefers_the_classic_fit():
+    model = hudson_lynx_hare()
+    assert len(model.continuous_value_vars) == 3  # theta (4), z_init (2), sigma (2)
+    point = model.initial_point()
+    assert sum(np.size(value) for value in point.values()) == 8
+    assert HUDSON_PELTS.shape == (21, 2)
+    # near the posterior means of Carpenter's case study against the prior-centred start
+    fit = dict(point)
+    fit["theta_interval__"] = np.log([0.55, 0.028, 0.80, 0.024])  # bounded below by 0 only
+    fit["z_init_log__"] = np.log([33.9, 5.9])
+    fit["sigma_log__"] = np.log([0.25, 0.25])
+    logp = model.compile_logp()
+    assert np.isfinite(logp(fit)) and logp(fit) > logp(point) + 100
