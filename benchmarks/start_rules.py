@@ -52,7 +52,7 @@ from benchmarks.measure import run_metadata, write_results
 from benchmarks.trust_battery import REFERENCES as BATTERY
 from pymc_rnshmc import RNSHMC, SurrogateWarning
 from pymc_rnshmc.comparison import comparison_table, run_sampler
-from pymc_rnshmc.comparison.table import posterior_coordinates
+from pymc_rnshmc.comparison.table import coordinate_ess, posterior_coordinates
 from pymc_rnshmc.workloads.ode import hudson_lynx_hare, lotka_volterra
 
 RATIO_BAR = 0.7
@@ -87,11 +87,11 @@ CHECK = (
 
 @dataclass(frozen=True)
 class Posterior:
-    """A model, the step options both variants get, and how a run's means are judged."""
+    """A model, the settings every variant gets, and how a run's means are judged."""
 
     name: str
     build: Callable[[], pm.Model]
-    options: dict
+    settings: pdb.Settings
     z_of_means: Callable[[object], float] | None
     """``posterior -> max |z|`` against a reference; ``None``: against the explored runs."""
 
@@ -110,7 +110,7 @@ def posteriordb_posterior(name: str) -> Posterior:
         )
         return max(abs(check["z_mean"]) for check in checks.values())
 
-    return Posterior(name, build, {"settings": settings}, z_of_means)
+    return Posterior(name, build, settings, z_of_means)
 
 
 def battery_posterior(name: str) -> Posterior:
@@ -119,19 +119,13 @@ def battery_posterior(name: str) -> Posterior:
     def z_of_means(posterior) -> float:
         draws = np.asarray(posterior[reference.variable].values)
         draws = draws.reshape(draws.shape[0], draws.shape[1], -1)
-        ess = pdb_ess(draws)
+        ess = coordinate_ess(draws, "bulk")
         errors = (draws.mean(axis=(0, 1)) - reference.means) / (
             draws.std(axis=(0, 1)) / np.sqrt(ess)
         )
         return float(np.max(np.abs(errors)))
 
-    return Posterior(name, reference.build, {}, z_of_means)
-
-
-def pdb_ess(draws: np.ndarray) -> np.ndarray:
-    from pymc_rnshmc.comparison.table import coordinate_ess
-
-    return coordinate_ess(draws, "bulk")
+    return Posterior(name, reference.build, pdb.Settings(), z_of_means)
 
 
 OWN_MODELS = {"lotka-volterra": lotka_volterra, "hudson-lynx-hare": hudson_lynx_hare}
@@ -142,14 +136,12 @@ def posterior_named(name: str) -> Posterior:
         return posteriordb_posterior(name)
     if name in BATTERY:
         return battery_posterior(name)
-    return Posterior(name, OWN_MODELS[name], {}, None)
+    return Posterior(name, OWN_MODELS[name], pdb.Settings(), None)
 
 
 def step_factory(posterior: Posterior, variant: str, tune: int) -> Callable[[], RNSHMC]:
-    settings = posterior.options.get("settings", pdb.Settings())
-
     def build():
-        options = settings.step_options()
+        options = posterior.settings.step_options()
         if VARIANTS[variant] is not None:
             options["exploration_steps"] = round(VARIANTS[variant] * tune)
         return RNSHMC(**options)
@@ -226,10 +218,10 @@ def z_against_explored(rows: list[dict]) -> None:
         if not explored:
             continue
         pooled = np.concatenate(explored)
-        pooled_mcse = pooled.std(axis=0) / np.sqrt(pdb_ess(pooled[None]))
+        pooled_mcse = pooled.std(axis=0) / np.sqrt(coordinate_ess(pooled[None], "bulk"))
         for row in mine:
             draws = np.asarray(row["coordinates"])
-            mcse = draws.std(axis=0) / np.sqrt(pdb_ess(draws[None]))
+            mcse = draws.std(axis=0) / np.sqrt(coordinate_ess(draws[None], "bulk"))
             z = (draws.mean(axis=0) - pooled.mean(axis=0)) / np.hypot(mcse, pooled_mcse)
             row["max |z| mean"] = float(np.max(np.abs(z)))
 

@@ -220,11 +220,16 @@ def failing_normal(limit: float, error: type | None = None, gradient: bool = Tru
     """``x ~ N(0, 1)`` (two independent coordinates) through a forward model failing beyond
     ``limit`` (:class:`FailsBeyond`): with the failures rejected, the posterior is the normal
     truncated to ``x < limit`` in both coordinates."""
+    return normal_through(FailsBeyond(limit, error, gradient))
+
+
+def normal_through(forward_model: Op) -> pm.Model:
+    """``x ~ N(0, I_2)`` with ``x`` passed through ``forward_model`` (an identity ``Op``)."""
     with pm.Model() as model:
         x = pm.Flat("x", shape=2)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            forward = FailsBeyond(limit, error, gradient)(x)
+            forward = forward_model(x)
         pm.Potential("likelihood", -0.5 * pt.sum(forward**2))
     return model
 
@@ -260,10 +265,4 @@ class SlowBeyond(Op):
 def slow_normal(limit: float, seconds: float, gradient: bool = True) -> pm.Model:
     """``x ~ N(0, I_2)`` through a forward model that takes ``seconds`` where ``x`` exceeds
     ``limit`` (:class:`SlowBeyond`)."""
-    with pm.Model() as model:
-        x = pm.Flat("x", shape=2)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            forward = SlowBeyond(limit, seconds, gradient)(x)
-        pm.Potential("likelihood", -0.5 * pt.sum(forward**2))
-    return model
+    return normal_through(SlowBeyond(limit, seconds, gradient))

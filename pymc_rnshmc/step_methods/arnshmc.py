@@ -103,11 +103,9 @@ class ARNSHMC(SurrogateHMC):
         failed first fit. A fit without held-out points (very few draws, or ``n_hidden``,
         ``penalty`` and ``weight_scale`` all fixed) has no error estimate and starts at once.
     time_limit : float, optional
-        Seconds after which an exact evaluation of the model is abandoned and counted as a
-        rejection (stat ``model_failures``), as for :class:`~pymc_rnshmc.RNSHMC`. The sampler
-        then targets the posterior truncated to where the model finishes in time: harmless
-        only where such points carry negligible mass (far out in a tail). Default ``None``: no
-        limit.
+        As for :class:`~pymc_rnshmc.RNSHMC`: an exact evaluation longer than this many seconds
+        is a rejection (stat ``model_failures``), which truncates the posterior to where the
+        model finishes in time. Default ``None``: no limit.
     **kwargs
         As for :class:`~pymc_rnshmc.RNSHMC`: the network options (``n_hidden``,
         ``hidden_units``, ``activation``, ``quadratic``, ``penalty``, ``surrogate``), the

@@ -19,6 +19,7 @@ import math
 import numpy as np
 import pytensor.gradient
 
+from pymc_rnshmc.exceptions import EvaluationTimeout
 from pymc_rnshmc.step_methods.model_failures import ModelFailures, ParameterLayout
 from pymc_rnshmc.step_methods.time_limit import TimeLimit
 
@@ -101,7 +102,9 @@ class ExactModel:
         self.dtype = str(logp_function.dtype)
         self.size = int(sum(np.size(initial_point[v.name]) for v in vars))
         layout = ParameterLayout.of(vars, initial_point)
-        self.failures = ModelFailures(layout, reject_errors, time_limit)
+        if time_limit is not None:  # the user's choice, as a listed error is
+            reject_errors = (*reject_errors, EvaluationTimeout)
+        self.failures = ModelFailures(layout, reject_errors)
         self._start = self.cast(np.concatenate([np.ravel(initial_point[n]) for n in layout.names]))
         self.time_limit = None if time_limit is None else TimeLimit(time_limit, self._compile)
         self._logp = self.limited(self._compiled[0])

@@ -118,17 +118,11 @@ class ModelFailures:
         To name the parameters in messages.
     reject_errors : tuple of exception types
         Errors of the model treated as rejections besides the ones PyMC's leapfrog rejects.
-    time_limit : float, optional
-        The step's time limit on an evaluation; with one set, an
-        :class:`~pymc_rnshmc.exceptions.EvaluationTimeout` is a rejection.
     """
 
-    def __init__(
-        self, layout: ParameterLayout, reject_errors: tuple = (), time_limit: float | None = None
-    ) -> None:
+    def __init__(self, layout: ParameterLayout, reject_errors: tuple = ()) -> None:
         self.layout = layout
         self.reject_errors = check_reject_errors(reject_errors)
-        self.time_limit = time_limit
         self.count = 0
         self.first: str | None = None
 
@@ -136,8 +130,6 @@ class ModelFailures:
         """Whether ``error`` makes a counted rejection rather than a stop."""
         if isinstance(error, (np.linalg.LinAlgError, *self.reject_errors)):
             return True
-        if isinstance(error, EvaluationTimeout):  # the user's choice, as reject_errors is
-            return self.time_limit is not None
         return isinstance(error, ValueError) and SCIPY_NONFINITE in str(error).lower()
 
     def raised(self, position: np.ndarray, error: Exception) -> None:

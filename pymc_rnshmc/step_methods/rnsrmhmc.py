@@ -91,11 +91,9 @@ class RNSRMHMC(SurrogateHMC):
     target_accept, start_error, refit_during_tuning, safety_net : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     time_limit : float, optional
-        Seconds after which an exact evaluation of the model is abandoned and counted as a
-        rejection (stat ``model_failures``), as for :class:`~pymc_rnshmc.RNSHMC`. The sampler
-        then targets the posterior truncated to where the model finishes in time: harmless
-        only where such points carry negligible mass (far out in a tail). Default ``None``: no
-        limit.
+        As for :class:`~pymc_rnshmc.RNSHMC`: an exact evaluation longer than this many seconds
+        is a rejection (stat ``model_failures``), which truncates the posterior to where the
+        model finishes in time. Default ``None``: no limit.
     surrogate_target_accept : float, optional
         Target acceptance on the surrogate's own Hamiltonian; default 0.9.
     **kwargs

@@ -147,7 +147,7 @@ class ExplorationSchedule:
     def exploration_length(self, tune: int | None, dim: int) -> int:
         """Exact draws before the first fit, for ``tune`` tuning draws (``None``: unknown)."""
         if self.early:
-            return min(self._early_length(dim, tune), self.latest_start(tune, dim))
+            return min(self._first_start(dim, tune), self.latest_start(tune, dim))
         if tune is None:
             return self.without_tuning_length
         return max(min(self.shortest, tune), round(self.tuning_share * tune))
@@ -160,10 +160,10 @@ class ExplorationSchedule:
         """
         if tune is not None:
             return max(1, round(self.tuning_share * tune))
-        latest = self._early_length(dim, tune=0)
+        latest = self._early_length(dim)
         for _ in range(self.postponements_without_tuning_length):
             latest = math.ceil(self.postpone_factor * latest)
-        return max(self._early_length(dim), min(self.without_tuning_length, latest))
+        return max(self._first_start(dim, None), min(self.without_tuning_length, latest))
 
     def postponed_start(self, draws_so_far: int) -> int:
         """The next try after a start postponed at ``draws_so_far``."""
@@ -201,9 +201,12 @@ class ExplorationSchedule:
             return True
         return self.next_refit(n_points) - n_points + self.refit_adaptation <= draws_left
 
-    def _early_length(self, dim: int, tune: int | None = None) -> int:
+    def _first_start(self, dim: int, tune: int | None) -> int:
         share = round(self.earliest_share * (ASSUMED_TUNE if tune is None else tune))
-        return max(self.shortest, math.ceil(self.per_dimension * dim), share)
+        return max(self._early_length(dim), share)
+
+    def _early_length(self, dim: int) -> int:
+        return max(self.shortest, math.ceil(self.per_dimension * dim))
 
 
 RNSHMC_SCHEDULE = ExplorationSchedule(

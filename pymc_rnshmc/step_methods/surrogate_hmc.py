@@ -429,7 +429,7 @@ class SurrogateHMC(NUTS):
         if not self.dynamics.chooses_path_length:
             return
         path_length = self.path_length
-        step_size = self._surrogate_step_size()
+        step_size = self._bounded_step_size(self.tune)
         if path_length / step_size <= self.max_steps:
             return
         warnings.warn(
@@ -773,7 +773,7 @@ class SurrogateHMC(NUTS):
             self._proposal,
             self._correction(),
             force_field,
-            self._surrogate_step_size(),
+            self._bounded_step_size(self.tune),
             self.rng,
             evaluate=self._evaluate_end,
             surrogate_potential=surrogate.potential,
@@ -957,9 +957,6 @@ class SurrogateHMC(NUTS):
     def _tuning_draws_left(self) -> int | None:
         """Tuning draws still to come (``None`` on PyMC 5, which does not tell the step)."""
         return None if self._tune_steps is None else self._tune_steps - self.iter_count
-
-    def _surrogate_step_size(self) -> float:
-        return self._bounded_step_size(self.tune)
 
     def _bounded_step_size(self, tune: bool) -> float:
         """The adapted step size (the last iterate while tuning, else the average), bounded.

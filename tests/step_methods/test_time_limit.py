@@ -188,6 +188,8 @@ def test_without_a_time_limit_the_compiled_functions_are_called_directly():
     assert step.exact_model.logp(SLOW_POINT) == -4.5  # slow, but finished
     assert time.perf_counter() - start >= 0.3
     assert step.exact_model.failures.take() == (0, None)
+    # a model raising the timeout itself, with no limit set, is an error, not a rejection
+    assert not step.exact_model.failures.rejects(EvaluationTimeout(1.0))
 
 
 def test_a_pickled_step_keeps_its_limit_and_compiles_afresh(model):
@@ -209,7 +211,8 @@ def test_every_sampler_takes_a_time_limit(step_class):
     with independent_normal():
         step = step_class(time_limit=2.5)
     assert step.time_limit == 2.5
-    assert step.exact_model.failures.time_limit == 2.5
+    assert step.exact_model.time_limit.seconds == 2.5
+    assert EvaluationTimeout in step.exact_model.failures.reject_errors
     assert isinstance(step.exact_model._logp, TimeLimited)
 
 
