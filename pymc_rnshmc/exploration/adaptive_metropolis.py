@@ -50,6 +50,12 @@ STATES_PER_DIMENSION = 10
 """The chain's own covariance replaces the first one after ``10 d + 20`` states: from fewer (20
 steps in 3-d), a window of correlated states gave a nearly singular covariance, and a random
 walk frozen with it mixed with a bulk ESS of 8 in 30 000 draws."""
+DISTINCT_STATES_PER_DIMENSION = 2
+"""An update waits until the window holds at least ``2 d + 1`` distinct states. From fewer, the
+moves of a walk that accepts a quarter of its proposals may all lie on a line, and the walk then
+proposes along that line only, for good: on a 2-d normal a window of 20 states held 2 distinct
+ones, every later covariance had a zero eigenvalue, and the surrogate's metrics, chosen from the
+walk's states, left one coordinate with an ESS of 322 in 3000 draws and its mean 5.8 MCSE off."""
 
 
 class RandomWalkStep(NamedTuple):
@@ -159,13 +165,17 @@ class AdaptiveMetropolis:
         at 1 then; later ones change it little and keep it.
         """
         recent = np.asarray(self._states[len(self._states) // 2 :])
+        if len(np.unique(recent, axis=0)) < DISTINCT_STATES_PER_DIMENSION * self.dim + 1:
+            return  # too few moves to span every direction (see DISTINCT_STATES_PER_DIMENSION)
         chain_covariance = np.atleast_2d(np.cov(recent, rowvar=False))
         covariance = chain_covariance * 2.38**2 / self.dim
         if not np.all(np.diag(covariance) > 0):
             return  # a stuck chain: some coordinate never moved in the window
-        ridge = 1e-10 * float(np.trace(covariance)) / self.dim
+        # relative to each variance: one relative to their average widened kilpisjarvi's ridge
+        # (variances 6e11 apart) in the samplers' other covariance estimates
+        ridge = 1e-10 * np.diag(np.diag(covariance))
         try:
-            cholesky = linalg.cholesky(covariance + ridge * np.eye(self.dim), lower=True)
+            cholesky = linalg.cholesky(covariance + ridge, lower=True)
         except linalg.LinAlgError:
             return
         if not np.all(np.isfinite(cholesky)):

@@ -11,15 +11,20 @@ ceiling,
 ``U~(q) = -log(exp(-U_fit(q)) + exp(-U_c(q)))``,
 
 the potential of the mixture of the two densities: a defensive mixture (Hesterberg 1995) of the
-fit with a Gaussian ``WIDTH`` times as wide as the training points, whose potential at their
-centre is ``MARGIN`` nats above the highest training potential,
+fit with a Gaussian ``WIDTH`` times as wide as the training points,
 
-``U_c(q) = max_i U(q_i) + MARGIN + |L^-1 (q - centre)|^2 / (2 WIDTH^2)``.
+``U_c(q) = max_i U(q_i) + MARGIN + d log(WIDTH) + |L^-1 (q - centre)|^2 / (2 WIDTH^2)``.
 
 Among the training points the fit is at most their highest potential, so the ceiling's weight
 in the force, ``sigmoid(U_fit - U_c)``, is below ``exp(-MARGIN)``; beyond them the surrogate
-rises at most as that wide Gaussian does. The result is a fixed function of the position with a
-consistent gradient, so every dynamics and correction stays as exact as before.
+rises at most as that wide Gaussian does. The term ``d log(WIDTH)`` keeps the wide Gaussian's
+share of the mixture's mass below ``exp(-MARGIN)`` too: its volume is ``WIDTH^d`` times the
+training points'. Without it the ceiling held nearly all the mass at ``d = 50`` (``5^50`` is
+``e^80``), surrogate trajectories roamed a Gaussian five times too wide, and the exact test
+rejected them: on the logistic regression (d = 50) min bulk ESS fell from 2624 to 165 per 1000
+draws. In few dimensions the term is small (3.2 nats at ``d = 2``). The result is a fixed
+function of the position with a consistent gradient, so every dynamics and correction stays as
+exact as before.
 
 References
 ----------
@@ -74,7 +79,7 @@ class Ceiling:
         """The ceiling over a fit to ``potentials`` at points whitened by ``whitening``."""
         inverse = whitening.inverse_factor
         precision = inverse.T @ inverse / width**2
-        level = float(np.max(potentials)) + margin
+        level = float(np.max(potentials)) + margin + whitening.dim * math.log(width)
         return cls(whitening.centre.copy(), 0.5 * (precision + precision.T), level)
 
     def potential_and_gradient(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -42,9 +42,16 @@ class Whitening:
     def from_positions(cls, positions: np.ndarray, diagonal: bool = False) -> Whitening:
         """Whitening from the sample mean and a shrunk sample covariance of ``positions``.
 
-        The covariance is shrunk towards its diagonal with weight ``min(1, (d + 1) / n)``,
-        which keeps it well conditioned when the number of points ``n`` is small compared
-        with the dimension ``d``; a coordinate that never moved gets unit scale.
+        The correlations are shrunk towards zero with weight ``w = min(1, (d + 1) / n)``, which
+        keeps the covariance well conditioned when the number of points ``n`` is small compared
+        with the dimension ``d``. The shrinkage is uniform in Fisher's ``z = atanh(r)``, the
+        scale on which a sample correlation's noise is the same whatever its value: a
+        correlation near +-1, known precisely, is kept near +-1. Shrinking ``r`` itself by
+        ``w`` made the narrow direction of ``kilpisjarvi`` (correlation -0.99999, ``w`` 0.027)
+        4700 times too wide in variance (150 draws), and the surrogate fitted in those
+        coordinates needed leapfrog steps a tenth as long. Where the ``z``-shrunk matrix is not
+        positive definite, ``r`` itself is shrunk; a coordinate that never moved gets unit
+        scale.
 
         Parameters
         ----------
@@ -64,19 +71,21 @@ class Whitening:
         # A coordinate is stuck when its spread is at rounding level relative to its own size.
         stuck = (variances <= (1e-13 * np.abs(centre)) ** 2) | (variances <= 0.0)
         variances[stuck] = 1.0
+        scales = np.sqrt(variances)
         if diagonal:
-            covariance = np.diag(variances)
-        else:
-            weight = min(1.0, (dim + 1) / n_points)
-            covariance = (1.0 - weight) * covariance + weight * np.diag(np.diag(covariance))
-            covariance[stuck, :] = 0.0
-            covariance[:, stuck] = 0.0
-            covariance[np.diag_indices(dim)] = variances
-        try:
-            factor = linalg.cholesky(covariance, lower=True)
-        except linalg.LinAlgError:
-            factor = np.diag(np.sqrt(variances))
-        return cls(centre, factor)
+            return cls(centre, np.diag(scales))
+        correlation = covariance / np.outer(scales, scales)
+        correlation[stuck, :] = 0.0
+        correlation[:, stuck] = 0.0
+        weight = min(1.0, (dim + 1) / n_points)
+        for shrunk in _shrunk_correlations(correlation, weight):
+            try:
+                factor = linalg.cholesky(shrunk, lower=True)
+            except linalg.LinAlgError:
+                continue
+            if np.all(np.isfinite(factor)):
+                return cls(centre, scales[:, None] * factor)
+        return cls(centre, np.diag(scales))
 
     def to_whitened(self, positions: np.ndarray) -> np.ndarray:
         """Map positions (one point ``(d,)`` or rows ``(n, d)``) to whitened coordinates."""
@@ -93,3 +102,15 @@ class Whitening:
     def gradient_from_whitened(self, gradients: np.ndarray) -> np.ndarray:
         """Chain rule: the gradient in ``q`` of a function whose gradient in ``z`` is given."""
         return np.asarray(gradients, dtype=float) @ self.inverse_factor
+
+
+def _shrunk_correlations(correlation: np.ndarray, weight: float):
+    """Correlations shrunk by ``weight`` towards zero: in Fisher's ``z``, then in ``r``."""
+    dim = correlation.shape[0]
+    bounded = np.clip(correlation, -1.0 + 1e-15, 1.0 - 1e-15)
+    in_z = np.tanh((1.0 - weight) * np.arctanh(bounded))
+    in_r = (1.0 - weight) * correlation
+    for shrunk in (in_z, in_r):
+        shrunk = 0.5 * (shrunk + shrunk.T)
+        shrunk[np.diag_indices(dim)] = 1.0
+        yield shrunk

@@ -79,3 +79,16 @@ def test_proposals_with_a_bad_log_density_are_rejected(bad):
         assert np.array_equal(step.position, start) and step.logp == -1.0
     assert explorer.chain_covariance() is None  # a chain that never moved learns nothing
     assert np.all(np.isfinite(explorer.cholesky)) and np.isfinite(explorer.log_scale)
+
+
+def test_a_window_of_too_few_distinct_states_does_not_become_the_proposal():
+    """Two distinct states in a window of 20 gave a covariance of rank one, and the walk
+    proposed along one line for good."""
+    explorer = AdaptiveMetropolis(2)
+    explorer._states = [np.array([0.0, 0.0])] * 30 + [np.array([1.0, 2.0])] * 10
+    explorer._update_covariance()
+    assert explorer.chain_covariance() is None  # the proposal is still the initial one
+    spread = np.random.default_rng(0).normal(size=(40, 2))
+    explorer._states = list(spread)
+    explorer._update_covariance()
+    assert np.linalg.eigvalsh(explorer.chain_covariance()).min() > 0.1

@@ -46,7 +46,7 @@ def test_beyond_them_the_potential_stays_under_the_ceiling(bulk_fits):
     ceiling, _ = capped.ceiling_part.potential_and_gradient(far)
     assert np.all(capped.potential(far) <= ceiling + 1e-9)
     assert np.all(capped.potential(far) <= capped._network_potential(far) + 1e-9)
-    assert capped.ceiling_part.level == pytest.approx(values.max() + MARGIN)
+    assert capped.ceiling_part.level == pytest.approx(values.max() + MARGIN + 2 * np.log(WIDTH))
 
 
 def test_the_ceiling_tears_down_the_wall_in_front_of_the_arm_tips(bulk_fits):
@@ -82,9 +82,24 @@ def test_a_wide_gaussian_above_the_highest_training_potential():
     whitening = Whitening.from_positions(points)
     ceiling = Ceiling.above(whitening, np.arange(400.0))
     value, gradient = ceiling.potential_and_gradient(whitening.centre)
-    assert value == pytest.approx(399.0 + MARGIN) and np.allclose(gradient, 0.0)
+    assert value == pytest.approx(399.0 + MARGIN + 2 * np.log(WIDTH)) and np.allclose(gradient, 0.0)
     one_sd = whitening.centre + whitening.cholesky_factor[:, 0]
     assert ceiling.potential_and_gradient(one_sd)[0] == pytest.approx(value + 0.5 / WIDTH**2)
+
+
+@pytest.mark.parametrize("dim", [2, 50])
+def test_the_ceiling_holds_a_small_share_of_the_mass_in_any_dimension(dim):
+    """At d = 50 a ceiling MARGIN nats above the training points held e^35 times the
+    posterior's mass (its volume is WIDTH^d times theirs), and the chains roamed it."""
+    points = np.random.default_rng(9).normal(size=(20 * dim, dim)) * np.linspace(0.1, 3, dim)
+    whitening = Whitening.from_positions(points)
+    whitened = whitening.to_whitened(points)
+    potentials = 0.5 * np.sum(whitened**2, axis=1)  # a Gaussian with its mode at zero
+    ceiling = Ceiling.above(whitening, potentials)
+    log_det = np.sum(np.log(np.diag(whitening.cholesky_factor)))
+    gaussian_mass = 0.5 * dim * np.log(2 * np.pi) + log_det
+    ceiling_mass = -ceiling.level + 0.5 * dim * np.log(2 * np.pi) + log_det + dim * np.log(WIDTH)
+    assert ceiling_mass - gaussian_mass <= -MARGIN
 
 
 def test_a_failing_fit_stays_failing_under_the_ceiling(bulk_fits):

@@ -149,3 +149,44 @@ def test_the_quadratic_of_a_gaussian_gives_its_potential_differences():
         quadratic.potential(points) - quadratic.potential(mean), exact, rtol=1e-10, atol=1e-10
     )
     np.testing.assert_allclose(quadratic.gradient(mean), 0.0, atol=1e-10)
+
+
+def ridge_positions(n_points=150, correlation=-0.99999, seed=0):
+    """Draws of a Gaussian ridge like posteriordb's kilpisjarvi (scales 30 and 0.0073)."""
+    scales = np.array([30.0, 0.0073, 0.1])
+    correlations = np.eye(3)
+    correlations[0, 1] = correlations[1, 0] = correlation
+    covariance = correlations * np.outer(scales, scales)
+    rng = np.random.default_rng(seed)
+    return rng.multivariate_normal([0.0, 0.02, 0.0], covariance, size=n_points), covariance
+
+
+def test_whitening_keeps_a_ridge_narrow():
+    """Shrinking the correlation -0.99999 by 4/150 in ``r`` widened the ridge 3000-fold."""
+    positions, covariance = ridge_positions()
+    whitening = Whitening.from_positions(positions)
+    factor = whitening.cholesky_factor
+    # the true covariance in the whitened coordinates: identity if the whitening fits it
+    whitened_covariance = whitening.inverse_factor @ covariance @ whitening.inverse_factor.T
+    eigenvalues = np.linalg.eigvalsh(whitened_covariance)
+    assert 0.5 < eigenvalues.min() and eigenvalues.max() < 2.0
+    # the marginal scales are the sample's
+    np.testing.assert_allclose(
+        np.sqrt(np.diag(factor @ factor.T)), np.std(positions, axis=0, ddof=1), rtol=1e-10
+    )
+
+
+def test_whitening_with_as_few_points_as_dimensions_is_diagonal():
+    rng = np.random.default_rng(2)
+    positions = rng.normal(size=(4, 3)) * [1.0, 10.0, 0.1]
+    factor = Whitening.from_positions(positions).cholesky_factor
+    np.testing.assert_allclose(factor, np.diag(np.std(positions, axis=0, ddof=1)))
+
+
+def test_whitening_of_collinear_coordinates_falls_back_to_a_definite_factor():
+    rng = np.random.default_rng(3)
+    first = rng.normal(size=40)
+    positions = np.column_stack([first, 2.0 * first, rng.normal(size=40)])
+    whitening = Whitening.from_positions(positions)
+    assert np.all(np.isfinite(whitening.inverse_factor))
+    assert np.all(np.diag(whitening.cholesky_factor) > 0)

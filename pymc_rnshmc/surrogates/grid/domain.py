@@ -327,7 +327,7 @@ class BoxSurrogate:
         dim = positions.shape[1]
         best = positions[np.nanargmin(potentials)]
         spread = np.atleast_2d(np.cov(positions, rowvar=False))
-        spread += 1e-10 * np.trace(spread) / dim * np.eye(dim) + 1e-300 * np.eye(dim)
+        spread += 1e-10 * np.diag(np.diag(spread)) + 1e-300 * np.eye(dim)
         try:
             if self.exact_potential_and_gradient is None:
                 mode, covariance, evaluations = laplace_from_values(
