@@ -53,11 +53,7 @@ class ExploredRegion:
         farthest = max(float(np.max(distances)), math.sqrt(whitening.dim))
         return cls(whitening, reach * farthest)
 
-    def contains(self, position: np.ndarray) -> bool | np.ndarray:
-        """Whether ``position`` ``(d,)`` is inside, or each of rows ``(n, d)``.
-
-        ``False`` for a non-finite point.
-        """
-        distance = np.linalg.norm(self.whitening.to_whitened(position), axis=-1)
-        inside = distance <= self.radius
-        return bool(inside) if np.ndim(inside) == 0 else inside
+    def contains(self, position: np.ndarray) -> bool:
+        """Whether ``position`` ``(d,)`` is inside (``False`` for a non-finite one)."""
+        distance = float(np.linalg.norm(self.whitening.to_whitened(position)))
+        return distance <= self.radius

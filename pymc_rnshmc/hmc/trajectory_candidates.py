@@ -9,7 +9,6 @@ import numpy as np
 from scipy import linalg
 
 from pymc_rnshmc.hmc import trajectory_tuning
-from pymc_rnshmc.hmc.explored_region import ExploredRegion
 from pymc_rnshmc.hmc.metrics import DiagonalMetric, dense_metric_from_gradients
 
 __all__ = [
@@ -127,8 +126,7 @@ def choose_trajectory(
     given ``path_length`` is the only candidate length. ``simulated_draws`` is the length of
     each simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the
     one from the gradients. Without ``scan_lengths`` only the metrics are compared (for
-    dynamics that choose each trajectory's length themselves). Simulated proposals beyond the
-    explored region around ``positions`` are rejected, as the tuning chain rejects them.
+    dynamics that choose each trajectory's length themselves).
     """
     metrics = candidate_metrics(explorer_variances, positions, gradients) + list(extra_metrics)
     if path_length is None:
@@ -153,5 +151,4 @@ def choose_trajectory(
         target_accept=target_accept,
         max_steps=max_steps,
         n_draws=simulated_draws,
-        inside=ExploredRegion.around(positions).contains,
     )

@@ -37,12 +37,7 @@ SCAN_STOP = 0.8
 MAX_SEARCH_STEPS = 1024
 """The step-size search stops where a trajectory would need more leapfrog steps than this."""
 
-__all__ = [
-    "TrajectoryCandidate",
-    "TrajectoryChoice",
-    "effective_sample_size_per_draw",
-    "tune",
-]
+__all__ = ["TrajectoryCandidate", "TrajectoryChoice", "effective_sample_size_per_draw", "tune"]
 
 
 @dataclass(frozen=True)
@@ -121,12 +116,9 @@ def _batched_leapfrog(position, momentum, gradient, step_size, n_steps, gradient
     return position, momentum, gradient
 
 
-def _simulate(
-    potential_fn, gradient_fn, metric, starts, step_size, n_steps_fn, n_draws, rng, inside=None
-):
+def _simulate(potential_fn, gradient_fn, metric, starts, step_size, n_steps_fn, n_draws, rng):
     """Run surrogate-HMC chains from ``starts``.
 
-    Proposals outside ``inside`` (rows ``(chains, d)`` to booleans), if given, are rejected.
     Returns the draws ``(chains, n_draws, d)`` and the mean acceptance probability.
     """
     position = starts.copy()
@@ -145,8 +137,6 @@ def _simulate(
             change = end_potential + metric.energy(end_momentum) - start_energy
             change = np.where(np.isfinite(change), change, np.inf)
             finite = np.all(np.isfinite(end_gradient), axis=1)
-            if inside is not None:
-                finite &= inside(proposal)
             accept = np.where(finite, np.exp(np.minimum(0.0, -change)), 0.0)
             total_accept += float(accept.mean())
             moved = rng.random(accept.shape) < accept
@@ -157,9 +147,7 @@ def _simulate(
     return np.swapaxes(draws, 0, 1), total_accept / n_draws
 
 
-def _find_step_size(
-    potential_fn, gradient_fn, metric, starts, initial, path_length, target, rng, inside=None
-):
+def _find_step_size(potential_fn, gradient_fn, metric, starts, initial, path_length, target, rng):
     """Step size whose surrogate acceptance is near ``target``.
 
     Robbins-Monro on the log step size with all chains moving, as in warm-up; the answer is
@@ -176,15 +164,7 @@ def _find_step_size(
         if n_steps > MAX_SEARCH_STEPS:
             break
         draws, acceptance = _simulate(
-            potential_fn,
-            gradient_fn,
-            metric,
-            position,
-            step_size,
-            lambda n=n_steps: n,
-            1,
-            rng,
-            inside,
+            potential_fn, gradient_fn, metric, position, step_size, lambda n=n_steps: n, 1, rng
         )
         position = draws[:, -1]
         log_step += 2.0 * (acceptance - target) / np.sqrt(iteration + 1.0)
@@ -221,7 +201,6 @@ def tune(
     target_accept: float = 0.9,
     n_draws: int = 100,
     max_steps: int = 1024,
-    inside: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> TrajectoryChoice:
     """Pick a metric, then the path length, on simulated surrogate chains.
 
@@ -257,14 +236,6 @@ def tune(
         Simulated draws per chain and candidate.
     max_steps : int
         Largest number of leapfrog steps of a trajectory.
-    inside : callable, optional
-        Rows ``(chains, d)`` to booleans: simulated proposals outside are rejected, as the
-        tuning chain rejects those beyond the explored region
-        (:mod:`~pymc_rnshmc.hmc.explored_region`). A simulated chain is corrected only by the
-        surrogate, so it follows wherever the surrogate falls away beyond its data: on
-        ``kilpisjarvi`` some simulated chains wandered hundreds of standard deviations off,
-        where the exact test would have rejected every move, and the candidates' scores became
-        noise (simulated ESS 0.01-0.3 per draw for settings that sampled at 1-2).
     """
     simulate = partial(
         _score,
@@ -276,7 +247,6 @@ def tune(
         target_accept=target_accept,
         n_draws=n_draws,
         max_steps=max_steps,
-        inside=inside,
     )
     by_metric = [
         simulate(metric, float(length), initial_step_size, shorten_to_fit=len(length_ratios) > 1)
@@ -329,7 +299,6 @@ def _score(
     target_accept,
     n_draws,
     max_steps,
-    inside=None,
     shorten_to_fit=False,
 ) -> TrajectoryCandidate | None:
     """Simulate one (metric, path length), after finding its step size.
@@ -346,7 +315,6 @@ def _score(
         path_length,
         target_accept,
         rng,
-        inside,
     )
     centre = path_length / step_size
     if centre > max_steps and not shorten_to_fit:
@@ -360,7 +328,7 @@ def _score(
         return int(rng.integers(low, high + 1))
 
     draws, acceptance = _simulate(
-        potential_fn, gradient_fn, metric, starts, step_size, n_steps, n_draws, rng, inside
+        potential_fn, gradient_fn, metric, starts, step_size, n_steps, n_draws, rng
     )
     ess = effective_sample_size_per_draw(draws)
     square = effective_sample_size_per_draw((draws - draws.mean(axis=(0, 1))) ** 2)

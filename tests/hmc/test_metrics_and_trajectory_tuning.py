@@ -2,10 +2,9 @@ import numpy as np
 import pytest
 from scipy import linalg
 
-from pymc_rnshmc.hmc.explored_region import ExploredRegion
 from pymc_rnshmc.hmc.metrics import DenseMetric, DiagonalMetric, dense_metric_from_gradients
 from pymc_rnshmc.hmc.trajectory_candidates import covariance_estimate, quarter_period
-from pymc_rnshmc.hmc.trajectory_tuning import _simulate, effective_sample_size_per_draw, tune
+from pymc_rnshmc.hmc.trajectory_tuning import effective_sample_size_per_draw, tune
 from tests.checks import effective_sample_size
 
 
@@ -116,44 +115,3 @@ def test_the_covariance_estimate_keeps_a_narrow_ridge():
     ratios = linalg.eigh(estimate, sample, eigvals_only=True)
     np.testing.assert_allclose(ratios, 1.0, atol=1e-3)
     assert quarter_period(DenseMetric(sample), estimate) == pytest.approx(np.pi / 2, rel=1e-3)
-
-
-class FallingAway:
-    """A standard normal potential that falls away linearly beyond radius 2.5."""
-
-    @staticmethod
-    def potential(rows):
-        radius = np.linalg.norm(np.atleast_2d(rows), axis=1)
-        return np.where(radius <= 2.5, 0.5 * radius**2, 3.125 - 2.5 * (radius - 2.5))
-
-    @staticmethod
-    def gradient(rows):
-        rows = np.atleast_2d(rows)
-        radius = np.linalg.norm(rows, axis=1)[:, None]
-        return np.where(radius <= 2.5, rows, -2.5 * rows / radius)
-
-
-def test_simulated_chains_stay_in_the_explored_region():
-    """Corrected only by the surrogate, simulated chains followed it where it fell away, far
-    beyond the draws, and the candidates' scores became noise (kilpisjarvi)."""
-    rng = np.random.default_rng(0)
-    training = rng.normal(size=(200, 2))
-    region = ExploredRegion.around(training)
-    surrogate = FallingAway()
-
-    def draws(inside):
-        chains, _ = _simulate(
-            surrogate.potential,
-            surrogate.gradient,
-            DiagonalMetric(np.ones(2)),
-            training[:16],
-            0.2,
-            lambda: 10,
-            300,
-            np.random.default_rng(1),
-            inside,
-        )
-        return chains.reshape(-1, 2)
-
-    assert not np.all(region.contains(draws(None)))  # unguarded chains fall away
-    assert np.all(region.contains(draws(region.contains)))
