@@ -283,10 +283,9 @@ class RandomNetworkSurrogate:
         cannot build a wall in front of posterior mass its data never reached
         (:mod:`~pymc_rnshmc.surrogates.ceiling`). It lowered the banana's walls from 40-765 to
         3-13 nats. Off by default: it once cut RNSHMC's min bulk ESS on the d = 50 logistic
-        regression from 2624 to 165 per 1000 draws; since the simulations that choose the
-        dynamics stay in the explored region and the ceiling rises by ``d log(width)``, it
-        costs nothing there (2048 / 548 bulk / tail ESS against 1694 / 555 without, one seed),
-        but the batteries that would make it the default have not been run with it.
+        regression from 2624 to 165 per 1000 draws. On the current code, lifted by
+        ``d log(width)``, it leaves those draws unchanged (1694 / 555 bulk / tail ESS, one
+        seed), but the batteries that would make it the default have not been run with it.
 
     References
     ----------
