@@ -99,6 +99,10 @@ class Posterior:
     initvals: dict | None = None
     """Where every variant's chain starts, if not at the model's initial point."""
 
+    def start(self) -> dict:
+        """The ``pm.sample`` keyword that starts a chain at ``initvals`` (empty without)."""
+        return {} if self.initvals is None else {"initvals": self.initvals}
+
 
 def posteriordb_posterior(name: str) -> Posterior:
     data, reference = pdb.load_posterior(name, pdb.POSTERIORDB)
@@ -167,7 +171,6 @@ def step_factory(posterior: Posterior, variant: str, tune: int) -> Callable[[], 
 def run(posterior: Posterior, variant: str, seed: int, args) -> dict:
     """One run: ESS per draw, exact evaluations of the whole call, time, start, means."""
     model = posterior.build()
-    start = {} if posterior.initvals is None else {"initvals": posterior.initvals}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SurrogateWarning)
         sampler_run = run_sampler(
@@ -181,7 +184,7 @@ def run(posterior: Posterior, variant: str, seed: int, args) -> dict:
             random_seed=seed,
             progressbar=False,
             discard_tuned_samples=False,
-            **start,
+            **posterior.start(),
         )
     told = [str(w.message) for w in caught if issubclass(w.category, SurrogateWarning)]
     row = comparison_table({variant: sampler_run}).iloc[0]
@@ -224,7 +227,7 @@ def warm_up(posterior: Posterior) -> None:
             draws=5,
             chains=1,
             progressbar=False,
-            **({} if posterior.initvals is None else {"initvals": posterior.initvals}),
+            **posterior.start(),
         )
 
 
