@@ -14,16 +14,21 @@ import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_rnshmc import ARNSHMC, RNSHMC, SparseGridHMC
+from pymc_rnshmc import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC
 from tests.models import correlated_normal
 
 PYMC_GENERATION = int(pm.__version__.split(".")[0])
 RECORD = Path(__file__).parent / "data" / f"refactor_guard_pymc{PYMC_GENERATION}.npz"
 GUARDED = {
-    "RNSHMC": (RNSHMC, {"exploration_steps": 100}),
-    "ARNSHMC": (ARNSHMC, {"exploration_steps": 50}),
-    "SparseGridHMC": (SparseGridHMC, {"exploration_steps": 60}),
+    "RNSHMC": (RNSHMC, {"exploration_steps": 100}, True),
+    "ARNSHMC": (ARNSHMC, {"exploration_steps": 50}, True),
+    "SparseGridHMC": (SparseGridHMC, {"exploration_steps": 60}, True),
+    "RNSHMC nuts": (RNSHMC, {"exploration_steps": 100, "dynamics": "nuts"}, True),
+    "RNSRMHMC": (RNSRMHMC, {"exploration_steps": 100}, True),
+    "RNSHMC without gradients": (RNSHMC, {"exploration_steps": 100}, False),
+    "SparseGridHMC without gradients": (SparseGridHMC, {"exploration_steps": 60}, False),
 }
+"""Sampler, options, and whether the model has gradients: every sampler and dynamics."""
 RTOL, ATOL = 1e-6, 1e-9
 """Floating-point tolerance. New releases of numpy, scipy and the BLAS round differently: fresh
 environments on 2026-11-25 (numpy 2.4.6 / 2.5.5) moved the recorded draws by up to 1.6e-7
@@ -34,8 +39,8 @@ STATS = ("accept", "n_steps", "step_size", "model_logp", "n_logp_evals", "n_grad
 
 def guarded_draws(name: str) -> dict[str, np.ndarray]:
     """Tuning and kept draws of two chains (150 + 50) with their main stats."""
-    step_class, options = GUARDED[name]
-    with correlated_normal():
+    step_class, options, gradient = GUARDED[name]
+    with correlated_normal(gradient=gradient):
         idata = pm.sample(
             step=step_class(**options),
             tune=150,
