@@ -255,6 +255,7 @@ class ARNSHMC(SurrogateHMC):
 
     def _replace_surrogate(self, surrogate) -> None:
         self.surrogate = surrogate
+        self._kernel = self._kernel._replace(surrogate=surrogate)
         self.refreshes += 1
         if self._cache is not None:  # keep the exact logp, drop the surrogate's values
             self._cache = self._cache.without_surrogate_values()

@@ -65,22 +65,12 @@ from pymc_rnshmc.exceptions import (
 from pymc_rnshmc.exploration.adaptive_metropolis import AdaptiveMetropolis, RandomWalkStep
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation
 from pymc_rnshmc.hmc.explored_region import ExploredRegion
-from pymc_rnshmc.hmc.force_field import (
-    EXACT_FORCE_FLOOR,
-    EXACT_FORCE_SHARE,
-    ForceField,
-    LeftTrustRegion,
-    force_bound,
-)
+from pymc_rnshmc.hmc.force_field import EXACT_FORCE_FLOOR, EXACT_FORCE_SHARE, force_bound
+from pymc_rnshmc.hmc.kernel import SurrogateKernel, kernel_step
 from pymc_rnshmc.hmc.metrics import DenseMetric
 from pymc_rnshmc.hmc.trajectory_candidates import rows
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
-from pymc_rnshmc.hmc.transition import (
-    CachedPoint,
-    DrawResult,
-    surrogate_potential_or_target,
-    surrogate_transition,
-)
+from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.dynamics import DynamicsSetting, get_dynamics
@@ -102,7 +92,6 @@ from pymc_rnshmc.surrogates.base import (
     fit_summary,
     for_simulation,
     held_out_error,
-    potential_and_gradient,
     with_gaussian_base,
 )
 from pymc_rnshmc.surrogates.laplace import laplace_start
@@ -141,12 +130,11 @@ class SurrogateHMCState(NUTSState):
     surrogate: Any
     trajectory_choice: Any
     setup_seconds: float
-    _proposal: Any
+    _kernel: SurrogateKernel | None
     _record: TrainingBuffer
     _tune_steps: int | None
     _cache: CachedPoint | None
     _step_size_bounds: tuple
-    _force_bound: Any
     _postponed_until: int | None
     _warned_exact_forces: bool
     _exploration_adapt: tuple
@@ -349,7 +337,7 @@ class SurrogateHMC(NUTS):
     @property
     def path_length(self) -> float | None:
         """Integration time of the surrogate trajectories (``None`` until chosen)."""
-        return self.user_path_length if self._proposal is None else self._proposal.path_length
+        return self.user_path_length if self._kernel is None else self._kernel.proposal.path_length
 
     # ----------------------------------------------------------------- chain lifecycle
     def _start_chain(self) -> None:
@@ -361,11 +349,10 @@ class SurrogateHMC(NUTS):
         self.surrogate = None
         self.trajectory_choice = None
         self.setup_seconds = 0.0
-        self._proposal = None
+        self._kernel = None
         self._record = self._new_record()
         self._cache = None
         self._step_size_bounds = (0.0, np.inf)
-        self._force_bound = None
         self._postponed_until = None
         self._warned_exact_forces = False
         self._exploration_adapt = ()
@@ -423,6 +410,8 @@ class SurrogateHMC(NUTS):
         if self._explorer is not None:
             self._explorer.adapting = False  # a fixed random walk: an invariant kernel
         super().stop_tuning()
+        if self._kernel is not None:  # frozen: the kept draws share one kernel
+            self._kernel = self._kernel._replace(step_size=self._bounded_step_size(False))
 
     def _warn_if_capped(self) -> None:
         """Say so if the tuned step size makes every trajectory stop at ``max_steps``."""
@@ -754,34 +743,24 @@ class SurrogateHMC(NUTS):
 
     # ----------------------------------------------------------------- one surrogate draw
     def _surrogate_draw(self, position: np.ndarray) -> DrawResult:
-        """Propose with the surrogate's dynamics from ``position``; correct with the target."""
-        trusted_everywhere = Capabilities.of(self.surrogate).defined_everywhere
-        exact = not self.gradient_free
-        # without exact gradients, a surrogate defined in a domain moves by its extension
-        surrogate = self.surrogate if exact else for_simulation(self.surrogate)
-        force_field = ForceField(
-            surrogate.gradient,
-            self._exact_gradient if exact else None,
-            self._force_bound,
-            EXACT_FORCE_SHARE if trusted_everywhere else None,
-            potential_and_gradient=potential_and_gradient(surrogate),
-            exact_potential_and_gradient=self.exact_model.potential_and_gradient if exact else None,
-        )
-        start, n_logp_evals, approximate = self._current_point(position, force_field, surrogate)
-        result = surrogate_transition(
+        """One transition of the chain's surrogate kernel from ``position``.
+
+        While tuning, the kernel takes the adapting step size, the exact model is also asked
+        for its gradient where the surrogate learns, and proposals far outside the explored
+        region are rejected unevaluated; after tuning the kernel is the frozen value.
+        """
+        start, n_logp_evals, approximate = self._current_logp(position)
+        kernel = self._kernel
+        if self.tune:
+            kernel = kernel._replace(step_size=self._bounded_step_size(True))
+        result = kernel_step(
+            kernel,
             start,
-            self._proposal,
-            self._correction(),
-            force_field,
-            self._bounded_step_size(self.tune),
             self.rng,
-            evaluate=self._evaluate_end,
-            surrogate_potential=surrogate.potential,
-            cast=self.exact_model.cast,
+            self.exact_model,
             extras=self.exact_model.extra_values(),
             diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
-            # values-only surrogates can fly off where the model is absurdly slow to evaluate
-            max_surrogate_energy_change=self.Emax if self.gradient_free else np.inf,
+            evaluate=self._evaluate_end if self.tune else None,
             evaluable=self._explored_region.contains if self.tune else None,
         )
         result = result._replace(
@@ -845,31 +824,6 @@ class SurrogateHMC(NUTS):
             mean_accept,
         )
 
-    def _current_point(
-        self, position: np.ndarray, force_field: ForceField, surrogate
-    ) -> tuple[CachedPoint, int, bool]:
-        """The chain's point with everything the draw needs there.
-
-        Also returns the exact evaluations spent (0 when the previous draw left them cached)
-        and whether the target's ``logp`` came from an approximate test.
-        """
-        uses_force = self.dynamics.uses_cached_force
-        start, n_evals, approximate = self._current_logp(position)
-        if not uses_force or start.force is not None:  # a tree evaluates the surrogate itself
-            return start, n_evals, approximate
-        surrogate_potential = surrogate_potential_or_target(
-            surrogate.potential, position, start.logp
-        )
-        try:
-            force, exact_force = np.asarray(force_field(position), dtype=float), False
-        except LeftTrustRegion:  # no usable force here and no exact one: the move is rejected
-            force, exact_force = np.full(position.shape, np.nan), True
-        exact_force = exact_force or force_field.last_exact
-        point = start._replace(
-            surrogate_potential=surrogate_potential, force=force, exact_force=exact_force
-        )
-        return point, n_evals, approximate
-
     def _current_logp(self, position: np.ndarray) -> tuple[CachedPoint, int, bool]:
         """The chain's point with its target ``logp``: cached if still valid, else evaluated.
 
@@ -884,7 +838,7 @@ class SurrogateHMC(NUTS):
         ):
             return cache, 0, False
         if self.phase == Phase.SURROGATE:
-            evaluation = self._correction().target(position, self._evaluate_logp)
+            evaluation = self._kernel.correction.target(position, self._evaluate_logp)
         else:
             evaluation = self._evaluate_logp(position)
         logp = evaluation.logp
@@ -1025,7 +979,7 @@ class SurrogateHMC(NUTS):
             "warning": warning,
         }
         # the metric the draw used, not PyMC's mass matrix (which only the exploration uses)
-        metric_range = result.metric_range or self._proposal.metric.eigenvalue_range()
+        metric_range = result.metric_range or self._kernel.proposal.metric.eigenvalue_range()
         stats["smallest_eigval"], stats["largest_eigval"] = metric_range
         return stats
 
@@ -1239,8 +1193,6 @@ class SurrogateHMC(NUTS):
         if self._cache is not None:  # keep the exact logp, drop the old surrogate's values
             self._cache = self._cache.without_surrogate_values()
         self.trajectory_choice = choice
-        self._proposal = self.dynamics.proposal(best, self.max_steps, self.max_treedepth, self.Emax)
-        self._force_bound = force_bound(positions, gradients)
         self._explored_region = ExploredRegion.around(positions)
         self._step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
         # Dual averaging explores around ten times its initial step; start it at a tenth so it
@@ -1253,6 +1205,16 @@ class SurrogateHMC(NUTS):
             initial, self.surrogate_target_accept, *self._dual_averaging
         )
         self.phase = Phase.SURROGATE
+        self._kernel = SurrogateKernel(
+            surrogate,
+            self.dynamics.proposal(best, self.max_steps, self.max_treedepth, self.Emax),
+            self._correction(),
+            best.step_size,
+            force_bound(positions, gradients),
+            # values-only surrogates can fly off where the model is absurdly slow to evaluate
+            max_surrogate_energy_change=self.Emax if self.gradient_free else np.inf,
+            uses_cached_force=self.dynamics.uses_cached_force,
+        )
         self._plan_learning(surrogate, end_of_tuning)
         _log.log(
             log_level,

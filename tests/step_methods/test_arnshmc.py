@@ -8,6 +8,7 @@ import pytest
 
 from pymc_rnshmc import ARNSHMC, SurrogateWarning
 from pymc_rnshmc.hmc.force_field import ForceField
+from pymc_rnshmc.hmc.kernel import start_point
 from pymc_rnshmc.step_methods.arnshmc import refresh_probability
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import (
@@ -250,9 +251,12 @@ def test_a_refresh_replaces_the_cached_start_gradient():
     position = step._cache.position.copy()
     step._update_surrogate()  # a_t = 1: refreshes
     assert step.surrogate is not before and step._cache.force is None
-    force_field = ForceField(step.surrogate.gradient, step._exact_gradient, step._force_bound)
-    point, n_evals, _ = step._current_point(position, force_field, step.surrogate)
+    kernel = step._kernel
+    assert kernel.surrogate is step.surrogate
+    force_field = ForceField(step.surrogate.gradient, step._exact_gradient, kernel.force_bound)
+    start, n_evals, _ = step._current_logp(position)
     assert n_evals == 0  # the exact logp stays cached
+    point = start_point(kernel, start, step.surrogate, force_field)
     np.testing.assert_array_equal(point.force, step.surrogate.gradient(position))
 
 
