@@ -59,22 +59,20 @@ from pymc_rnshmc._checks import check_positive_integer, check_positive_number, c
 from pymc_rnshmc.exceptions import (
     FIT_ERRORS,
     ModelEvaluationError,
-    SurrogateFitError,
     SurrogateWarning,
 )
 from pymc_rnshmc.exploration.adaptive_metropolis import AdaptiveMetropolis, RandomWalkStep
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation
 from pymc_rnshmc.hmc.explored_region import ExploredRegion
-from pymc_rnshmc.hmc.force_field import EXACT_FORCE_FLOOR, EXACT_FORCE_SHARE, force_bound
+from pymc_rnshmc.hmc.force_field import EXACT_FORCE_FLOOR, EXACT_FORCE_SHARE
 from pymc_rnshmc.hmc.kernel import SurrogateKernel, kernel_step
-from pymc_rnshmc.hmc.metrics import DenseMetric
-from pymc_rnshmc.hmc.trajectory_candidates import rows
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.dynamics import DynamicsSetting, get_dynamics
 from pymc_rnshmc.step_methods.exact_model import ExactModel, has_gradient
+from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
 from pymc_rnshmc.step_methods.model_failures import GuardedLogpGradient, check_reject_errors
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
@@ -88,11 +86,8 @@ from pymc_rnshmc.step_methods.variables import continuous_value_vars
 from pymc_rnshmc.step_methods.wall_watch import WALL_NATS, WallWatch
 from pymc_rnshmc.surrogates.base import (
     Capabilities,
-    approximate_covariance,
     fit_summary,
-    for_simulation,
     held_out_error,
-    with_gaussian_base,
 )
 from pymc_rnshmc.surrogates.laplace import laplace_start
 from pymc_rnshmc.surrogates.training import TrainingBuffer
@@ -1087,27 +1082,15 @@ class SurrogateHMC(NUTS):
         return positions[outside], potentials[outside]
 
     def _fit_candidate(self, positions, potentials, gradients):
-        """A surrogate fitted to the window, and the gradients to choose its dynamics with.
-
-        Those are the exact training gradients, or without them the surrogate's own at the
-        training points (non-finite rows as zero). Raises if its force fails at most training
-        points.
-        """
-        surrogate = self._new_surrogate()
-        laplace = self._laplace
-        if gradients is None and laplace is not None and laplace.covariance is not None:
-            surrogate = with_gaussian_base(surrogate, laplace.position, laplace.covariance)
-        surrogate.fit(positions, potentials, gradients, rng=self.rng.spawn(1)[0])
-        check = rows(for_simulation(surrogate).gradient)(positions)
-        failing = np.mean(~np.all(np.isfinite(check), axis=1))
-        if failing > 0.5:  # isolated failures are handled by exact gradients there
-            raise SurrogateFitError(
-                f"the fitted surrogate's gradient is not finite at {failing:.0%} of the "
-                "training points"
-            )
-        if gradients is None:
-            gradients = np.where(np.all(np.isfinite(check), axis=1)[:, None], check, 0.0)
-        return surrogate, gradients
+        """A new surrogate fitted to the window, and the gradients to choose its dynamics with."""
+        return fit_surrogate(
+            self._new_surrogate(),
+            positions,
+            potentials,
+            gradients,
+            self._laplace,
+            self.rng.spawn(1)[0],
+        )
 
     def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
         """Whether to start with this fit.
@@ -1144,27 +1127,17 @@ class SurrogateHMC(NUTS):
 
     def _choose_dynamics(self, surrogate, positions, gradients, refit=False) -> TrajectoryChoice:
         """Metric, step size and path length, by simulating surrogate chains (no exact calls)."""
-        covariances = [approximate_covariance(surrogate)]
+        explorer_covariance, explorer_variances = None, None
         if self.gradient_free:  # the random walk's covariance in place of NUTS's metric
-            covariances.append(self._explorer.chain_covariance())
-            explorer_variances = None
+            explorer_covariance = self._explorer.chain_covariance()
         elif isinstance(self.potential, QuadPotentialDiag | QuadPotentialDiagAdapt):
             explorer_variances = self.potential.velocity(np.ones(positions.shape[1]))
-        else:
-            explorer_variances = None
-        extra_metrics = []
-        for covariance in covariances:
-            try:
-                if covariance is not None:
-                    extra_metrics.append(DenseMetric(covariance))
-            except np.linalg.LinAlgError:
-                pass
         previous = self.trajectory_choice if refit else None
         setting = DynamicsSetting(
             positions=positions,
             gradients=gradients,
             explorer_variances=explorer_variances,
-            extra_metrics=tuple(extra_metrics),
+            extra_metrics=candidate_metrics(surrogate, explorer_covariance),
             step_size=self._bounded_step_size(tune=False),
             target_accept=self.surrogate_target_accept,
             max_steps=self.max_steps,
@@ -1205,15 +1178,17 @@ class SurrogateHMC(NUTS):
             initial, self.surrogate_target_accept, *self._dual_averaging
         )
         self.phase = Phase.SURROGATE
-        self._kernel = SurrogateKernel(
+        self._kernel = new_kernel(
+            self.dynamics,
             surrogate,
-            self.dynamics.proposal(best, self.max_steps, self.max_treedepth, self.Emax),
+            best,
+            positions,
+            gradients,
             self._correction(),
-            best.step_size,
-            force_bound(positions, gradients),
-            # values-only surrogates can fly off where the model is absurdly slow to evaluate
-            max_surrogate_energy_change=self.Emax if self.gradient_free else np.inf,
-            uses_cached_force=self.dynamics.uses_cached_force,
+            max_steps=self.max_steps,
+            max_depth=self.max_treedepth,
+            max_energy_change=self.Emax,
+            values_only=self.gradient_free,
         )
         self._plan_learning(surrogate, end_of_tuning)
         _log.log(
