@@ -2,6 +2,7 @@
 
     python -m benchmarks.trust_battery                                # everything, 4 seeds
     python -m benchmarks.trust_battery --posteriors banana --seeds 1 --draws 2000   # smoke
+    python -m benchmarks.trust_battery --dynamics hmc --ceiling --output trust_ceiling
 
 Every posterior has an exact reference (quadrature or a closed form). ``RNSHMC()`` with its
 defaults, both dynamics, runs ``--chains`` chains of ``--tune`` + ``--draws`` (default 2 x
@@ -37,7 +38,7 @@ import xarray as xr
 from scipy import stats
 
 from benchmarks.measure import run_metadata, write_results
-from pymc_rnshmc import RNSHMC, SurrogateWarning
+from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate, SurrogateWarning
 
 WRONG = 5.0
 """``|z|`` of a mean above which a run is wrong (the issue's bar)."""
@@ -159,13 +160,18 @@ def _highest_wall(stats_group) -> float:
     return float(-errors.min()) if errors.size else float("nan")
 
 
+def surrogate_options(args) -> dict:
+    """``surrogate=`` for ``--ceiling`` (the network's ceiling on), else nothing."""
+    return {"surrogate": RandomNetworkSurrogate(ceiling=True)} if args.ceiling else {}
+
+
 def run(reference: Reference, dynamics: str, seed: int, args) -> dict:
     model = reference.build()
     start = time.perf_counter()
     with model, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SurrogateWarning)
         idata = pm.sample(
-            step=RNSHMC(dynamics=dynamics),
+            step=RNSHMC(dynamics=dynamics, **surrogate_options(args)),
             tune=args.tune,
             draws=args.draws,
             chains=args.chains,
@@ -224,6 +230,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=10_000)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--output", default="trust_battery")
+    parser.add_argument("--ceiling", action="store_true", help="the network's ceiling on")
     args = parser.parse_args()
     rows = []
     columns = (

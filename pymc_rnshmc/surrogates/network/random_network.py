@@ -282,10 +282,9 @@ class RandomNetworkSurrogate:
         Keep the potential under a ceiling beyond the training points, so that extrapolation
         cannot build a wall in front of posterior mass its data never reached
         (:mod:`~pymc_rnshmc.surrogates.ceiling`). It lowered the banana's walls from 40-765 to
-        3-13 nats. Off by default: it once cut RNSHMC's min bulk ESS on the d = 50 logistic
-        regression from 2624 to 165 per 1000 draws. On the current code, lifted by
-        ``d log(width)``, it leaves those draws unchanged (1694 / 555 bulk / tail ESS, one
-        seed), but the batteries that would make it the default have not been run with it.
+        3-13 nats. Off by default: on today's defaults (safety net on) it gained no
+        correctness in the trust battery and cost a median 1.7 times the whole call
+        (``docs/reliability.md``, "The ceiling, measured"); it helped a heavy-tailed Student-t.
 
     References
     ----------
