@@ -58,3 +58,10 @@ def test_every_notebook_page_shows_its_stored_outputs(site, notebook):
     outputs = page.split('class="cell_output')[1:]
     assert sum(output.count("<img") for output in outputs) >= 2, "no stored figures"
     assert sum(output.count("<table") for output in outputs) >= 1, "no stored tables"
+
+
+def test_the_architecture_example_runs_the_kernel_without_pm_sample():
+    page = (DOCS / "architecture.md").read_text()
+    section = page.split("### The kernel without `pm.sample`")[1]
+    code = section.split("```python")[1].split("```")[0]
+    exec(compile(code, "architecture.md", "exec"), {})

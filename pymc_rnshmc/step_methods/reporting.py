@@ -7,11 +7,15 @@ from typing import Any
 import numpy as np
 from pymc.stats.convergence import SamplerWarning
 
+from pymc_rnshmc.hmc.transition import DrawResult
+
 __all__ = [
     "PHASES",
     "SURROGATE_HMC_STATS",
+    "exact_draw_stats",
     "nuts_stats_to_surrogate_stats",
     "progressbar_config",
+    "surrogate_draw_stats",
 ]
 
 
@@ -90,6 +94,95 @@ def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
     converted["surrogate_accept"] = np.nan
     converted["left_trust_region"] = False
     return converted
+
+
+def surrogate_draw_stats(
+    result: DrawResult,
+    *,
+    divergences: int,
+    step_size_bar: float,
+    tuning: bool,
+    metric_range: tuple[float, float],
+    warning: SamplerWarning | None,
+) -> dict[str, Any]:
+    """The stats of a surrogate draw (without ``phase`` and ``model_failures``).
+
+    ``metric_range``: the smallest and largest eigenvalue of the inverse mass matrix the draw's
+    trajectories used.
+    """
+    smallest, largest = metric_range
+    return {
+        "accept": result.accept,
+        "accepted": result.accepted,
+        "diverging": result.divergence is not None,
+        "divergences": divergences,
+        "energy": result.energy,
+        "energy_error": result.energy_change if np.isfinite(result.energy_change) else np.nan,
+        "n_steps": result.n_steps,
+        "tree_depth": result.tree_depth,
+        "reached_max_treedepth": result.reached_max_depth and not tuning,
+        "index_in_trajectory": result.index_in_trajectory,
+        "step_size": result.step_size,
+        "step_size_bar": step_size_bar,
+        "model_logp": result.end.logp,
+        "n_logp_evals": result.n_logp_evals,
+        "n_gradient_evals": result.n_gradient_evals,
+        "used_surrogate": True,
+        "safety_net": False,
+        "surrogate_error": result.surrogate_error,
+        "surrogate_accept": result.integrator_accept,
+        "left_trust_region": result.left_trust_region,
+        "smallest_eigval": smallest,
+        "largest_eigval": largest,
+        "warning": warning,
+    }
+
+
+def exact_draw_stats(
+    *,
+    accept: float,
+    accepted: bool,
+    logp: float,
+    energy_error: float,
+    n_steps: int,
+    step_size: float,
+    step_size_bar: float,
+    n_logp_evals: int,
+    n_gradient_evals: int,
+    divergences: int,
+    eigenvalue_range: tuple[float, float] = (np.nan, np.nan),
+) -> dict[str, Any]:
+    """The stats of an exact draw that is not one of PyMC's NUTS draws.
+
+    A random-walk draw, or a NUTS draw that could not start (a counted rejection); the phase,
+    the failures and, for the safety net, its flag are set by the step.
+    """
+    smallest, largest = eigenvalue_range
+    return {
+        "accept": accept,
+        "accepted": accepted,
+        "diverging": False,
+        "divergences": divergences,
+        "energy": -logp,
+        "energy_error": energy_error if np.isfinite(energy_error) else np.nan,
+        "n_steps": n_steps,
+        "tree_depth": 0,
+        "reached_max_treedepth": False,
+        "index_in_trajectory": int(accepted),
+        "step_size": step_size,
+        "step_size_bar": step_size_bar,
+        "model_logp": logp,
+        "n_logp_evals": n_logp_evals,
+        "n_gradient_evals": n_gradient_evals,
+        "used_surrogate": False,
+        "safety_net": False,
+        "surrogate_error": np.nan,
+        "surrogate_accept": np.nan,
+        "left_trust_region": False,
+        "smallest_eigval": smallest,
+        "largest_eigval": largest,
+        "warning": None,
+    }
 
 
 def progressbar_config(n_chains: int = 1):

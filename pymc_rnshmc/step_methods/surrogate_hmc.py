@@ -76,9 +76,11 @@ from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate
 from pymc_rnshmc.step_methods.model_failures import GuardedLogpGradient, check_reject_errors
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
+    exact_draw_stats,
     nuts_stats_to_surrogate_stats,
     progressbar_config,
     progressbar_update,
+    surrogate_draw_stats,
 )
 from pymc_rnshmc.step_methods.safety_net import SafetyNet
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
@@ -330,6 +332,17 @@ class SurrogateHMC(NUTS):
         return self._logp_dlogp_func.dtype
 
     @property
+    def kernel(self) -> SurrogateKernel | None:
+        """The chain's surrogate kernel (``None`` before its first fit); frozen after tuning.
+
+        A value: :func:`~pymc_rnshmc.hmc.kernel.kernel_step` applies it with the exact model
+        (``step.exact_model``) outside ``pm.sample`` too (``docs/architecture.md``). After
+        several chains it is the last one's; with ``cores > 1`` the chains run on copies of the
+        step in other processes, and it stays ``None`` here.
+        """
+        return self._kernel
+
+    @property
     def path_length(self) -> float | None:
         """Integration time of the surrogate trajectories (``None`` until chosen)."""
         return self.user_path_length if self._kernel is None else self._kernel.proposal.path_length
@@ -555,32 +568,18 @@ class SurrogateHMC(NUTS):
         step_size = float(self.step_adapt.current(self.tune))
         cache = self._cache
         known = cache is not None and np.array_equal(cache.position, q0.data)
-        logp = cache.logp if known else np.nan
-        return {
-            "accept": 0.0,
-            "accepted": False,
-            "diverging": False,
-            "divergences": self.divergences,
-            "energy": -logp,
-            "energy_error": np.nan,
-            "n_steps": 0,
-            "tree_depth": 0,
-            "reached_max_treedepth": False,
-            "index_in_trajectory": 0,
-            "step_size": step_size,
-            "step_size_bar": float(self.step_adapt.current(False)),
-            "model_logp": logp,
-            "n_logp_evals": 1,
-            "n_gradient_evals": 1,
-            "used_surrogate": False,
-            "safety_net": False,
-            "surrogate_error": np.nan,
-            "surrogate_accept": np.nan,
-            "left_trust_region": False,
-            "smallest_eigval": np.nan,
-            "largest_eigval": np.nan,
-            "warning": None,
-        }
+        return exact_draw_stats(
+            accept=0.0,
+            accepted=False,
+            logp=cache.logp if known else np.nan,
+            energy_error=np.nan,
+            n_steps=0,
+            step_size=step_size,
+            step_size_bar=float(self.step_adapt.current(False)),
+            n_logp_evals=1,
+            n_gradient_evals=1,
+            divergences=self.divergences,
+        )
 
     def _net_applies(self) -> bool:
         """Whether this surrogate-phase draw may be a safety-net draw.
@@ -701,33 +700,19 @@ class SurrogateHMC(NUTS):
     def _random_walk_stats(
         self, step: RandomWalkStep, start_logp: float, n_start_evals: int
     ) -> dict[str, Any]:
-        smallest, largest = self._explorer.eigenvalue_range()
-        energy_change = start_logp - step.proposal_logp
-        return {
-            "accept": step.accept,
-            "accepted": step.accepted,
-            "diverging": False,
-            "divergences": self.divergences,
-            "energy": -step.logp,
-            "energy_error": energy_change if np.isfinite(energy_change) else np.nan,
-            "n_steps": 1,
-            "tree_depth": 0,
-            "reached_max_treedepth": False,
-            "index_in_trajectory": int(step.accepted),
-            "step_size": self._explorer.scale,
-            "step_size_bar": self._explorer.scale,
-            "model_logp": step.logp,
-            "n_logp_evals": 1 + n_start_evals,
-            "n_gradient_evals": 0,
-            "used_surrogate": False,
-            "safety_net": False,
-            "surrogate_error": np.nan,
-            "surrogate_accept": np.nan,
-            "left_trust_region": False,
-            "smallest_eigval": smallest,
-            "largest_eigval": largest,
-            "warning": None,
-        }
+        return exact_draw_stats(
+            accept=step.accept,
+            accepted=step.accepted,
+            logp=step.logp,
+            energy_error=start_logp - step.proposal_logp,
+            n_steps=1,
+            step_size=self._explorer.scale,
+            step_size_bar=self._explorer.scale,
+            n_logp_evals=1 + n_start_evals,
+            n_gradient_evals=0,
+            divergences=self.divergences,
+            eigenvalue_range=self._explorer.eigenvalue_range(),
+        )
 
     def _hamiltonian_step(self, start, p0, step_size):
         result = super()._hamiltonian_step(start, p0, step_size)
@@ -950,33 +935,15 @@ class SurrogateHMC(NUTS):
     def _stats(self, result: DrawResult) -> dict[str, Any]:
         """The sampler statistics of a surrogate draw (see ``SURROGATE_HMC_STATS``)."""
         warning = self._divergence_warning(result.divergence) if result.divergence else None
-        stats = {
-            "accept": result.accept,
-            "accepted": result.accepted,
-            "diverging": result.divergence is not None,
-            "divergences": self.divergences,
-            "energy": result.energy,
-            "energy_error": result.energy_change if np.isfinite(result.energy_change) else np.nan,
-            "n_steps": result.n_steps,
-            "tree_depth": result.tree_depth,
-            "reached_max_treedepth": result.reached_max_depth and not self.tune,
-            "index_in_trajectory": result.index_in_trajectory,
-            "step_size": result.step_size,
-            "step_size_bar": float(self.step_adapt.current(False)),
-            "model_logp": result.end.logp,
-            "n_logp_evals": result.n_logp_evals,
-            "n_gradient_evals": result.n_gradient_evals,
-            "used_surrogate": True,
-            "safety_net": False,
-            "surrogate_error": result.surrogate_error,
-            "surrogate_accept": result.integrator_accept,
-            "left_trust_region": result.left_trust_region,
-            "warning": warning,
-        }
-        # the metric the draw used, not PyMC's mass matrix (which only the exploration uses)
-        metric_range = result.metric_range or self._kernel.proposal.metric.eigenvalue_range()
-        stats["smallest_eigval"], stats["largest_eigval"] = metric_range
-        return stats
+        return surrogate_draw_stats(
+            result,
+            divergences=self.divergences,
+            step_size_bar=float(self.step_adapt.current(False)),
+            tuning=self.tune,
+            # the metric the draw used, not PyMC's mass matrix (which only the exploration uses)
+            metric_range=result.metric_range or self._kernel.proposal.metric.eigenvalue_range(),
+            warning=warning,
+        )
 
     def _divergence_warning(self, message: str) -> SamplerWarning:
         if self.tune:
