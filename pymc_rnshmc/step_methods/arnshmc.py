@@ -20,11 +20,8 @@ from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
 from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE, Phase
-from pymc_rnshmc.step_methods.surrogate_hmc import (
-    LEARNING_ENERGY_LIMIT,
-    SurrogateHMC,
-    SurrogateHMCState,
-)
+from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC, SurrogateHMCState
+from pymc_rnshmc.step_methods.warmup import LEARNING_ENERGY_LIMIT
 from pymc_rnshmc.surrogates.base import Capabilities
 from pymc_rnshmc.surrogates.network.options import NETWORK_OPTIONS, network_surrogate
 
@@ -207,7 +204,7 @@ class ARNSHMC(SurrogateHMC):
         return {
             "surrogate_refreshes": self.refreshes,
             "estimator_points": (
-                len(self._record) if self._learner is None else self._learner.n_points
+                len(self._warmup.record) if self._learner is None else self._learner.n_points
             ),
         }
 
@@ -254,8 +251,9 @@ class ARNSHMC(SurrogateHMC):
             self._replace_surrogate(surrogate)
 
     def _replace_surrogate(self, surrogate) -> None:
-        self.surrogate = surrogate
-        self._kernel = self._kernel._replace(surrogate=surrogate)
+        warmup = self._warmup
+        warmup.surrogate = surrogate
+        warmup.kernel = warmup.kernel._replace(surrogate=surrogate)
         self.refreshes += 1
         if self._cache is not None:  # keep the exact logp, drop the surrogate's values
             self._cache = self._cache.without_surrogate_values()

@@ -1,17 +1,18 @@
 """SurrogateHMC: the PyMC step that every surrogate sampler of this package configures.
 
-A chain's lifecycle, one short method each:
+The step drives a chain; its :class:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup` decides:
 
-1. explore exactly: PyMC's NUTS, with its adaptation, recording every draw
+1. explore exactly: PyMC's NUTS, with its adaptation, recording every draw in the warm-up
    (:meth:`SurrogateHMC._hamiltonian_step`) until the schedule's exploration length;
-2. fit a surrogate to the record (:meth:`SurrogateHMC._fit_candidate`);
-3. choose the dynamics, metric, step size and path length, by simulating on the surrogate
-   (:meth:`SurrogateHMC._choose_dynamics`);
-4. sample: a surrogate proposal corrected by the exact model (:meth:`SurrogateHMC._surrogate_draw`);
-5. while tuning, if the schedule learns: record the plausible proposals with their exact gradients
-   and refit, re-choosing the dynamics (fewer path lengths), each time the record has grown
-   enough (:meth:`SurrogateHMC._refit`), while that still improves the fit; the surrogate is
-   frozen when tuning ends, so the kept draws are an ordinary Markov chain.
+2. fit a surrogate to the record, choose the dynamics (metric, step size and path length, by
+   simulating on the surrogate) and build the chain's kernel (the warm-up's ``fit``, with this
+   step as its host);
+3. sample: one :func:`~pymc_rnshmc.hmc.kernel.kernel_step` of the kernel a draw, corrected by the
+   exact model (:meth:`SurrogateHMC._surrogate_draw`); a share of the draws are the safety
+   net's exact ones;
+4. while tuning, if the schedule learns: record the plausible proposals with their exact
+   gradients and refit while that still improves the fit; the kernel is frozen when tuning
+   ends, so the kept draws are an ordinary Markov chain.
 
 A model whose logp has no gradient is explored by an adaptive random-walk Metropolis instead of
 NUTS (:meth:`SurrogateHMC._random_walk_draw`), every evaluated point is recorded with its value
@@ -20,7 +21,7 @@ ones where the dynamics are chosen; a trajectory that meets a point where the su
 unusable is rejected, as there is no exact force to use there.
 
 The hot path of a draw after tuning: ``step`` -> ``astep`` -> ``_surrogate_draw`` ->
-:func:`~pymc_rnshmc.hmc.transition.surrogate_transition`: the cached
+:func:`~pymc_rnshmc.hmc.kernel.kernel_step` on the frozen kernel: the cached
 :class:`~pymc_rnshmc.hmc.transition.CachedPoint` -> ``proposal.propose`` (leapfrog on the
 :class:`~pymc_rnshmc.hmc.force_field.ForceField`, one surrogate gradient per step) ->
 ``correction.decide`` (one exact ``logp``) -> :class:`~pymc_rnshmc.hmc.transition.DrawResult`
@@ -57,22 +58,18 @@ from pymc.vartypes import continuous_types
 
 from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
 from pymc_rnshmc.exceptions import (
-    FIT_ERRORS,
     ModelEvaluationError,
     SurrogateWarning,
 )
 from pymc_rnshmc.exploration.adaptive_metropolis import AdaptiveMetropolis, RandomWalkStep
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation
-from pymc_rnshmc.hmc.explored_region import ExploredRegion
 from pymc_rnshmc.hmc.force_field import EXACT_FORCE_FLOOR, EXACT_FORCE_SHARE
 from pymc_rnshmc.hmc.kernel import SurrogateKernel, kernel_step
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
-from pymc_rnshmc.step_methods.blas import single_blas_thread
-from pymc_rnshmc.step_methods.dynamics import DynamicsSetting, get_dynamics
+from pymc_rnshmc.step_methods.dynamics import get_dynamics
 from pymc_rnshmc.step_methods.exact_model import ExactModel, has_gradient
-from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
 from pymc_rnshmc.step_methods.model_failures import GuardedLogpGradient, check_reject_errors
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
@@ -86,35 +83,20 @@ from pymc_rnshmc.step_methods.safety_net import SafetyNet
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.variables import continuous_value_vars
 from pymc_rnshmc.step_methods.wall_watch import WALL_NATS, WallWatch
+from pymc_rnshmc.step_methods.warmup import SurrogateWarmup, WarmupSettings
 from pymc_rnshmc.surrogates.base import (
     Capabilities,
-    fit_summary,
-    held_out_error,
 )
 from pymc_rnshmc.surrogates.laplace import laplace_start
-from pymc_rnshmc.surrogates.training import TrainingBuffer
 
 __all__ = ["SurrogateHMC", "SurrogateHMCState"]
 
 _log = logging.getLogger("pymc.rnshmc")
 _DUAL_AVERAGING = ("gamma", "k", "t0")
 """PyMC's dual-averaging hyperparameters, as ``BaseHMC`` takes them."""
-LEARNING_ENERGY_LIMIT = 20.0
-"""Proposals whose exact energy error exceeds this (acceptance below 2e-9) are not learned."""
-COLLAPSE_WINDOW = 50
-"""Surrogate draws of tuning over which the exact acceptance is watched for a collapse."""
-COLLAPSE_ACCEPT = 0.05
-"""Below this mean exact acceptance over ``COLLAPSE_WINDOW`` tuning draws, exact NUTS resumes."""
 FRESH_ADAPTATION_DRAWS = 100
 """Exact NUTS resuming while tuning adapts its step size afresh if at least this many tuning
 draws remain (or PyMC 5 does not say how many), and otherwise keeps exploration's."""
-WALL_REFIT_GROWTH = 1.1
-"""A net draw behind a wall brings a refit once the record has grown by this factor since the
-last fit ..."""
-WALL_REFITS = 2
-"""... at most this many times in a chain. A surrogate that cannot represent the region keeps
-its wall: a test surrogate with a wall built in (``tests/step_methods/helpers.py``) brought 30
-refits of 13 s each in two chains of 800 tuning draws without this limit."""
 SURROGATE_ERROR_EVERY = 10
 """After tuning, the ``surrogate_error`` statistic is computed on every this-many-th draw."""
 
@@ -123,25 +105,11 @@ SURROGATE_ERROR_EVERY = 10
 class SurrogateHMCState(NUTSState):
     """A chain's state: NUTS's plus the surrogate, the dynamics and the record (PyMC copies it)."""
 
-    phase: Phase
-    surrogate: Any
-    trajectory_choice: Any
-    setup_seconds: float
-    _kernel: SurrogateKernel | None
-    _record: TrainingBuffer
+    _warmup: SurrogateWarmup
     _tune_steps: int | None
     _cache: CachedPoint | None
-    _step_size_bounds: tuple
-    _postponed_until: int | None
     _warned_exact_forces: bool
-    _exploration_adapt: tuple
-    _recent_accept: list
-    _next_refit: int | None
-    _fit_error: float
     _explorer: Any
-    _laplace: Any
-    _explored_region: Any
-    _wall_refits: int
 
 
 class SurrogateHMC(NUTS):
@@ -291,6 +259,23 @@ class SurrogateHMC(NUTS):
             )
         self._tune_steps = None
         self._exploration_step_adapt = copy.deepcopy(self.step_adapt)
+        self._warmup_settings = WarmupSettings(
+            name=type(self).__name__,
+            exact_sampler=self._exact_sampler,
+            schedule=self.schedule,
+            dynamics=self.dynamics,
+            dim=self.exact_model.size,
+            values_only=not gradient,
+            learns=self.refit_during_tuning and self.schedule.learns_during_tuning,
+            exploration_steps=self.exploration_steps,
+            training_window=self.training_window,
+            path_length=self.user_path_length,
+            start_error=self.start_error,
+            surrogate_target_accept=self.surrogate_target_accept,
+            max_steps=self.max_steps,
+            max_depth=self.max_treedepth,
+            max_energy_change=self.Emax,
+        )
         self._start_chain()
 
     def _check_gradient_free(self, surrogate) -> None:
@@ -332,6 +317,26 @@ class SurrogateHMC(NUTS):
         return self._logp_dlogp_func.dtype
 
     @property
+    def phase(self) -> Phase:
+        """What the chain is doing: exploring, sampling with its surrogate, or exact for good."""
+        return self._warmup.phase
+
+    @property
+    def surrogate(self):
+        """The chain's fitted surrogate (``None`` before its first fit)."""
+        return self._warmup.surrogate
+
+    @property
+    def trajectory_choice(self) -> TrajectoryChoice | None:
+        """How the surrogate dynamics' metric, step size and path length were chosen."""
+        return self._warmup.choice
+
+    @property
+    def setup_seconds(self) -> float:
+        """Seconds the chain spent fitting and choosing (and on a gradient-free mode search)."""
+        return self._warmup.setup_seconds
+
+    @property
     def kernel(self) -> SurrogateKernel | None:
         """The chain's surrogate kernel (``None`` before its first fit); frozen after tuning.
 
@@ -340,12 +345,13 @@ class SurrogateHMC(NUTS):
         several chains it is the last one's; with ``cores > 1`` the chains run on copies of the
         step in other processes, and it stays ``None`` here.
         """
-        return self._kernel
+        return self._warmup.kernel
 
     @property
     def path_length(self) -> float | None:
         """Integration time of the surrogate trajectories (``None`` until chosen)."""
-        return self.user_path_length if self._kernel is None else self._kernel.proposal.path_length
+        kernel = self._warmup.kernel
+        return self.user_path_length if kernel is None else kernel.proposal.path_length
 
     # ----------------------------------------------------------------- chain lifecycle
     def _start_chain(self) -> None:
@@ -353,26 +359,10 @@ class SurrogateHMC(NUTS):
         self.reset()  # PyMC's: iteration and divergence counts, mass-matrix adaptation
         self._num_divs_sample = 0
         self.step_adapt = copy.deepcopy(self._exploration_step_adapt)
-        self.phase = Phase.EXPLORATION
-        self.surrogate = None
-        self.trajectory_choice = None
-        self.setup_seconds = 0.0
-        self._kernel = None
-        self._record = self._new_record()
+        self._warmup = SurrogateWarmup(self._warmup_settings, self._tune_steps)
         self._cache = None
-        self._step_size_bounds = (0.0, np.inf)
-        self._postponed_until = None
         self._warned_exact_forces = False
-        self._exploration_adapt = ()
-        self._recent_accept = []
-        self._next_refit = None
-        self._fit_error = np.nan
         self._explorer = AdaptiveMetropolis(self.exact_model.size) if self.gradient_free else None
-        self._laplace = None
-        self._explored_region = None
-        self._wall_refits = 0
-        self._fitted_rows = (0, 0)
-        self._held_out = None
         self._acceptance_monitor = AcceptanceMonitor(
             type(self).__name__, richer_surrogate=self._richer_surrogate
         )
@@ -382,8 +372,23 @@ class SurrogateHMC(NUTS):
         self._told_failures = False
         self.exact_model.failures.take()
 
-    def _new_record(self) -> TrainingBuffer:
-        return TrainingBuffer(self.exact_model.size, with_gradients=not self.gradient_free)
+    def _surrogate_installed(self) -> None:
+        """Forget the old surrogate's cached values, then the ``_after_fit`` hook."""
+        if self._cache is not None:  # keep the exact logp, drop the old surrogate's values
+            self._cache = self._cache.without_surrogate_values()
+        self._after_fit()
+
+    def _explorer_metric(self) -> tuple[np.ndarray | None, np.ndarray | None, float]:
+        """The exact explorer's diagonal metric, chain covariance and averaged step size.
+
+        The random walk's covariance stands in for NUTS's metric without gradients.
+        """
+        variances = covariance = None
+        if self.gradient_free:
+            covariance = self._explorer.chain_covariance()
+        elif isinstance(self.potential, QuadPotentialDiag | QuadPotentialDiagAdapt):
+            variances = self.potential.velocity(np.ones(self.exact_model.size))
+        return variances, covariance, float(self.step_adapt.current(False))
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:  # PyMC >= 6
         self._tune_steps = int(tune)
@@ -404,29 +409,27 @@ class SurrogateHMC(NUTS):
         self._start_chain()
 
     def stop_tuning(self) -> None:
-        if self.phase == Phase.EXPLORATION:
+        warmup = self._warmup
+        if warmup.phase == Phase.EXPLORATION:
             try:
-                self._fit(end_of_tuning=True)
+                warmup.fit(self.iter_count, self.rng, _Host(self), end_of_tuning=True)
             except ModelEvaluationError as error:
                 self._locate(error, "while fitting the surrogate at the end of tuning")
                 raise
-        elif self.phase == Phase.SURROGATE:
-            self._next_refit = None  # frozen: the kept draws share one kernel
-            self._held_out = self.held_out_points()  # for plot_surrogate, before it goes
-            self._record = self._new_record()  # only refits need it
+        elif warmup.phase == Phase.SURROGATE:
+            warmup.stop_learning()
             self._warn_if_capped()
         if self._explorer is not None:
             self._explorer.adapting = False  # a fixed random walk: an invariant kernel
         super().stop_tuning()
-        if self._kernel is not None:  # frozen: the kept draws share one kernel
-            self._kernel = self._kernel._replace(step_size=self._bounded_step_size(False))
+        warmup.freeze()  # the kept draws share one kernel
 
     def _warn_if_capped(self) -> None:
         """Say so if the tuned step size makes every trajectory stop at ``max_steps``."""
         if not self.dynamics.chooses_path_length:
             return
         path_length = self.path_length
-        step_size = self._bounded_step_size(self.tune)
+        step_size = self._warmup.bounded_step_size(self.tune)
         if path_length / step_size <= self.max_steps:
             return
         warnings.warn(
@@ -441,13 +444,6 @@ class SurrogateHMC(NUTS):
             stacklevel=2,
         )
 
-    def _exploration_length(self) -> int:
-        if self._postponed_until is not None:
-            return self._postponed_until
-        if self.exploration_steps is not None:
-            return self.exploration_steps
-        return self.schedule.exploration_length(self._tune_steps, self.exact_model.size)
-
     # ----------------------------------------------------------------- stepping
     def step(self, point):
         self.exact_model.set_extra_values(point)
@@ -458,7 +454,7 @@ class SurrogateHMC(NUTS):
         self._before_draw()
         if self.tune:
             try:
-                self._fit_if_due()
+                self._warmup.fit_if_due(self.iter_count, self.rng, _Host(self))
             except ModelEvaluationError as error:
                 self._locate(error, "while fitting the surrogate")
                 raise
@@ -484,7 +480,7 @@ class SurrogateHMC(NUTS):
             q_new, (stats,) = self._safety_net_draw(q0)
         else:
             result = self._surrogate_draw(q0.data)
-            self._learn_from(result)
+            self._warmup.learn_from(result)
             q_new, stats = RaveledVars(result.end.position, q0.point_map_info), self._stats(result)
             self.iter_count += 1
             if not self.tune:
@@ -524,25 +520,6 @@ class SurrogateHMC(NUTS):
             "warn",
             self.iter_count,
         )
-
-    def _fit_if_due(self) -> None:
-        """The first fit at the end of the exploration, or a refit once the record has grown.
-
-        A refit needs ``refit_adaptation`` tuning draws after it (when PyMC tells the tuning
-        length); without them learning stops.
-        """
-        if self.phase == Phase.EXPLORATION:
-            if self.iter_count >= self._exploration_length():
-                self._fit(end_of_tuning=False)
-        elif self._next_refit is not None and len(self._record) >= self._next_refit:
-            draws_left = self._tuning_draws_left()
-            if draws_left is not None and draws_left < self.schedule.refit_adaptation:
-                self._next_refit = None
-            else:
-                self._refit()
-
-    def _learns_during_tuning(self) -> bool:
-        return self.refit_during_tuning and self.schedule.learns_during_tuning
 
     def _exact_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         """An exact NUTS draw (exploration, or no usable surrogate)."""
@@ -603,12 +580,7 @@ class SurrogateHMC(NUTS):
         (:mod:`~pymc_rnshmc.step_methods.wall_watch`), and while tuning so is every one.
         """
         start = self._cache
-        surrogate_adapt = self.step_adapt
-        self.step_adapt = self._exploration_adapt[0]  # set whenever the surrogate phase starts
-        try:
-            q_new, (stats,) = self._exact_draw(q0)
-        finally:
-            self.step_adapt = surrogate_adapt
+        q_new, (stats,) = self._exact_draw(q0)  # NUTS with the step size it adapted exploring
         stats["safety_net"] = True
         if start is not None and np.array_equal(start.position, q0.data):
             self._watch_wall(start, q_new.data, stats)
@@ -633,28 +605,12 @@ class SurrogateHMC(NUTS):
         stats["surrogate_error"] = -wall
         if self.tune:
             if wall >= WALL_NATS:
-                self._refit_behind_wall()
+                self._warmup.refit_behind_wall()
             return
         where = self.exact_model.failures.layout.describe(end)
         message = self._wall_watch.record(wall, where)
         if message is not None:
             warnings.warn(message, SurrogateWarning, stacklevel=4)
-
-    def _refit_behind_wall(self) -> None:
-        """Refit at the next draw (the record holds the net draw's point).
-
-        Only if the schedule learns, once the record has grown by ``WALL_REFIT_GROWTH`` since
-        the last fit, and at most ``WALL_REFITS`` times a chain: a wall the refits cannot remove
-        (a surrogate that cannot represent the region) costs a few refits, not one for every
-        net draw behind it. :meth:`_fit_if_due` drops it when too little tuning is left.
-        """
-        if not self._learns_during_tuning() or self._wall_refits >= WALL_REFITS:
-            return
-        if len(self._record) < WALL_REFIT_GROWTH * self._fitted_rows[1]:
-            return
-        self._wall_refits += 1
-        if self._next_refit is None or self._next_refit > len(self._record):
-            self._next_refit = len(self._record)
 
     def _random_walk_draw(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         """An exact random-walk Metropolis draw, for a model without gradients.
@@ -668,7 +624,7 @@ class SurrogateHMC(NUTS):
             n_evals += n_start
         step = explorer.step(start.position, start.logp, self.exact_model.logp, self.rng)
         if self.tune and self.phase == Phase.EXPLORATION and np.isfinite(step.proposal_logp):
-            self._record.append(step.proposal, -step.proposal_logp)
+            self._warmup.record.append(step.proposal, -step.proposal_logp)
         position = self.exact_model.cast(step.position)
         extras = self.exact_model.extra_values()
         self._cache = CachedPoint(position.copy(), step.logp, extras)
@@ -686,7 +642,7 @@ class SurrogateHMC(NUTS):
         """
         clock = time.perf_counter()
         laplace = laplace_start(self.exact_model.logp, start.position, start.logp)
-        self._laplace = laplace
+        self._warmup.laplace = laplace
         if laplace.covariance is not None:
             try:
                 self._explorer.use_covariance(laplace.covariance)
@@ -694,7 +650,7 @@ class SurrogateHMC(NUTS):
                 pass
         position = self.exact_model.cast(laplace.position)
         point = CachedPoint(position, laplace.logp, self.exact_model.extra_values())
-        self.setup_seconds += time.perf_counter() - clock
+        self._warmup.setup_seconds += time.perf_counter() - clock
         return point, laplace.n_evaluations
 
     def _random_walk_stats(
@@ -718,7 +674,7 @@ class SurrogateHMC(NUTS):
         result = super()._hamiltonian_step(start, p0, step_size)
         if self.tune and self.phase != Phase.EXACT:  # exploring, or the net while tuning
             end = result.end
-            self._record.append(end.q.data, -float(end.logp), -np.asarray(end.q_grad))
+            self._warmup.record.append(end.q.data, -float(end.logp), -np.asarray(end.q_grad))
         return result
 
     # ----------------------------------------------------------------- one surrogate draw
@@ -729,10 +685,9 @@ class SurrogateHMC(NUTS):
         for its gradient where the surrogate learns, and proposals far outside the explored
         region are rejected unevaluated; after tuning the kernel is the frozen value.
         """
+        warmup = self._warmup
         start, n_logp_evals, approximate = self._current_logp(position)
-        kernel = self._kernel
-        if self.tune:
-            kernel = kernel._replace(step_size=self._bounded_step_size(True))
+        kernel = warmup.tuning_kernel() if self.tune else warmup.kernel
         result = kernel_step(
             kernel,
             start,
@@ -741,15 +696,14 @@ class SurrogateHMC(NUTS):
             extras=self.exact_model.extra_values(),
             diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
             evaluate=self._evaluate_end if self.tune else None,
-            evaluable=self._explored_region.contains if self.tune else None,
+            evaluable=warmup.explored_region.contains if self.tune else None,
         )
         result = result._replace(
             n_logp_evals=n_logp_evals + result.n_logp_evals,
             approximate_test=approximate or result.approximate_test,
         )
         if self.tune:
-            accept = self._adaptation_accept(result.accept, result.integrator_accept)
-            self.step_adapt.update(accept, True)
+            warmup.adapt(self._adaptation_accept(result.accept, result.integrator_accept))
             self._watch_for_collapse(result.accept)
         self._cache = result.end
         self._note_exact_forces(result)
@@ -764,45 +718,13 @@ class SurrogateHMC(NUTS):
             warnings.warn(message, SurrogateWarning, stacklevel=3)
 
     def _watch_for_collapse(self, accept: float) -> None:
-        """Resume exact NUTS while tuning if the surrogate's exact acceptance has collapsed.
+        """Resume exact NUTS while tuning if the warm-up says the surrogate has collapsed.
 
-        A poor first fit can make every proposal implausible, so nothing is learned and no refit
-        comes (sblrc-blr: a fit with 29 % held-out error, exact acceptance 0 for good). If the
-        mean exact acceptance of ``COLLAPSE_WINDOW`` tuning draws is below ``COLLAPSE_ACCEPT``,
-        exact NUTS explores again, its step size adapted afresh (:meth:`_resumed_adaptation`),
-        until the schedule's next start; too late in tuning for another start, it goes on to
-        the end (``Phase.EXACT``). Only schedules that learn during tuning watch: a refit of
-        another surrogate (a grid) would not learn anything new.
+        Its step size adapted afresh (:meth:`_resumed_adaptation`), until the warm-up's next
+        start, or to the end of tuning and beyond (``Phase.EXACT``).
         """
-        if not (self._learns_during_tuning() and self._exploration_adapt):
-            return
-        self._recent_accept.append(float(accept) if np.isfinite(accept) else 0.0)
-        if len(self._recent_accept) < COLLAPSE_WINDOW:
-            return
-        mean_accept = float(np.mean(self._recent_accept))
-        self._recent_accept = []
-        if mean_accept >= COLLAPSE_ACCEPT:
-            return
-        self.step_adapt = self._resumed_adaptation()
-        self._next_refit = None
-        restart = self.schedule.postponed_start(self.iter_count + 1)
-        if restart > self.schedule.latest_start(self._tune_steps, self.exact_model.size):
-            self._fall_back_to_exact(
-                f"{type(self).__name__}'s surrogate proposals were almost all rejected late in "
-                f"tuning (mean exact acceptance {mean_accept:.2f} over {COLLAPSE_WINDOW} draws), "
-                f"too late to fit another. Sampling continues with {self._exact_sampler}. "
-                "Increase `tune`."
-            )
-            return
-        self.phase = Phase.EXPLORATION
-        self._postponed_until = restart
-        _log.debug(
-            "%s resumes %s until draw %d: its surrogate's exact acceptance was %.2f.",
-            type(self).__name__,
-            self._exact_sampler,
-            self._postponed_until,
-            mean_accept,
-        )
+        if self._warmup.watch_for_collapse(accept, self.iter_count) is not None:
+            self.step_adapt = self._resumed_adaptation()
 
     def _current_logp(self, position: np.ndarray) -> tuple[CachedPoint, int, bool]:
         """The chain's point with its target ``logp``: cached if still valid, else evaluated.
@@ -818,7 +740,7 @@ class SurrogateHMC(NUTS):
         ):
             return cache, 0, False
         if self.phase == Phase.SURROGATE:
-            evaluation = self._kernel.correction.target(position, self._evaluate_logp)
+            evaluation = self._warmup.kernel.correction.target(position, self._evaluate_logp)
         else:
             evaluation = self._evaluate_logp(position)
         logp = evaluation.logp
@@ -830,34 +752,6 @@ class SurrogateHMC(NUTS):
         extras = self.exact_model.extra_values()
         point = CachedPoint(position.copy(), logp, extras)
         return point, int(evaluation.exact), not evaluation.exact
-
-    def _learn_from(self, result: DrawResult) -> None:
-        """Record a plausible proposal with its exact gradient while learning during tuning.
-
-        Rejected proposals are recorded too, unless the chain could not plausibly have moved
-        there (energy error above ``LEARNING_ENERGY_LIMIT``, or divergent): with a poor first
-        surrogate few proposals are accepted, and learning only from those would stall exactly
-        when it is most needed.
-
-        Without gradients the test is on the point, not the move: its potential within
-        ``LEARNING_ENERGY_LIMIT + d`` of the lowest recorded. Where a values-only surrogate is
-        wrong, its proposals have large energy errors, and those are the values it must learn
-        (pharmacokinetic ODE: a chain in the ``log K_m`` tail met errors of 20 nats there, learned
-        nothing, and its acceptance collapsed).
-        """
-        evaluation = result.proposal
-        if self._next_refit is None or evaluation is None:
-            return
-        if self.gradient_free:
-            limit = self._record.lowest_potential + LEARNING_ENERGY_LIMIT + self.exact_model.size
-            if -evaluation.logp < limit:
-                self._record.append(evaluation.position, -evaluation.logp)
-            return
-        if result.divergence is not None or not result.energy_change < LEARNING_ENERGY_LIMIT:
-            return
-        gradient = evaluation.potential_gradient
-        if gradient is not None and np.all(np.isfinite(gradient)):
-            self._record.append(evaluation.position, -evaluation.logp, gradient)
 
     def _exact_gradient(self, position: np.ndarray) -> np.ndarray:
         return self.exact_model.potential_and_gradient(position)[1]
@@ -880,29 +774,13 @@ class SurrogateHMC(NUTS):
         in the neck, and diverged in 202 and 970 of 1000 draws; adapted afresh, they diverged
         in 3 and 4, and their 90 % intervals of ``v`` were about (-3.5, 3.5) (exact: +-4.93).
         """
-        explored = self._exploration_adapt[0]
-        left = self._tuning_draws_left()
+        explored = self.step_adapt  # exploration's: surrogate draws adapt the warm-up's own
+        left = self._warmup.tuning_draws_left(self.iter_count)
         if left is not None and left < FRESH_ADAPTATION_DRAWS:
             return copy.deepcopy(explored)
         return DualAverageAdaptation(
             float(explored.current(False)), self.target_accept, *self._dual_averaging
         )
-
-    def _tuning_draws_left(self) -> int | None:
-        """Tuning draws still to come (``None`` on PyMC 5, which does not tell the step)."""
-        return None if self._tune_steps is None else self._tune_steps - self.iter_count
-
-    def _bounded_step_size(self, tune: bool) -> float:
-        """The adapted step size (the last iterate while tuning, else the average), bounded.
-
-        Within a decade of the simulated choice while the surrogate runs; the exploration's
-        NUTS step size is unbounded. Dual averaging itself is not: where the exact test kept
-        rejecting, its average sank to 1e-42 (posteriordb ``kilpisjarvi``), and a refit that
-        started its step-size search there chose trajectories that did not move.
-        """
-        step_size = float(self.step_adapt.current(tune))
-        low, high = self._step_size_bounds
-        return float(np.clip(step_size, low, high))
 
     def _adaptation_accept(self, accept: float, integrator_accept: float) -> float:
         """The acceptance the step size adapts on.
@@ -938,10 +816,10 @@ class SurrogateHMC(NUTS):
         return surrogate_draw_stats(
             result,
             divergences=self.divergences,
-            step_size_bar=float(self.step_adapt.current(False)),
+            step_size_bar=float(self._warmup.adaptation.current(False)),
             tuning=self.tune,
             # the metric the draw used, not PyMC's mass matrix (which only the exploration uses)
-            metric_range=result.metric_range or self._kernel.proposal.metric.eigenvalue_range(),
+            metric_range=result.metric_range or self.kernel.proposal.metric.eigenvalue_range(),
             warning=warning,
         )
 
@@ -954,82 +832,10 @@ class SurrogateHMC(NUTS):
             self._num_divs_sample += 1
         return SamplerWarning(kind, message, "debug", self.iter_count)
 
-    # ----------------------------------------------------------------- fitting
-    def _fit(self, end_of_tuning: bool) -> None:
-        start = time.perf_counter()
-        try:
-            with single_blas_thread():
-                self._set_up_surrogate(end_of_tuning)
-        finally:
-            self.setup_seconds += time.perf_counter() - start
-
-    def _refit(self) -> None:
-        """Refit on the grown record and re-choose the dynamics (a shorter scan of lengths).
-
-        The refit chooses its width, penalty and weight scale afresh. Reusing the last fit's
-        choices is cheaper but worse on the elliptic PDE (d = 20, 30 x 30): capping the width
-        near the last fit's left the surrogate at 50 units and 13 % held-out gradient error
-        where 1575 units reach 8.7 %, and keeping the first fit's weight scale (1, chosen on 38
-        points) gave 11 % at 600 points against 6.7 % with the scale searched (0.1), and a
-        min bulk / tail ESS of 698 / 364 against 1147 / 543.
-        """
-        start = time.perf_counter()
-        positions, potentials, gradients = self._training_window()
-        try:
-            with single_blas_thread():
-                surrogate, gradients = self._fit_candidate(positions, potentials, gradients)
-                choice = self._choose_dynamics(surrogate, positions, gradients, refit=True)
-        except FIT_ERRORS as err:
-            self._next_refit = None
-            _log.debug("%s keeps its surrogate: the refit failed (%s).", type(self).__name__, err)
-            return
-        finally:
-            self.setup_seconds += time.perf_counter() - start
-        self._start_surrogate_phase(surrogate, choice, positions, gradients, end_of_tuning=False)
-        self._after_fit()
-
-    def _set_up_surrogate(self, end_of_tuning: bool) -> None:
-        """Fit, choose the dynamics and start the surrogate phase; or postpone, or fall back."""
-        positions, potentials, gradients = self._training_window()
-        needed = self.schedule.minimum_points(positions.shape[1])
-        if positions.shape[0] < needed:
-            when = "tuning ended" if end_of_tuning else "the end of exploration"
-            self._postpone_or_fall_back(
-                end_of_tuning,
-                f"{type(self).__name__} collected {positions.shape[0]} exact draws for its "
-                f"surrogate before {when}, but needs at least {needed} in {positions.shape[1]} "
-                f"dimensions. Sampling continues with {self._exact_sampler}. Increase `tune` (or "
-                "`exploration_steps`).",
-            )
-            return
-        try:
-            surrogate, gradients = self._fit_candidate(positions, potentials, gradients)
-        except FIT_ERRORS as err:
-            self._postpone_or_fall_back(
-                end_of_tuning,
-                f"{type(self).__name__} could not fit its surrogate ({err}). Sampling continues "
-                f"with {self._exact_sampler}, which is correct but gets no speed-up.",
-            )
-            return
-        if not self._ready_to_start(surrogate, end_of_tuning):
-            return
-        try:
-            choice = self._choose_dynamics(surrogate, positions, gradients)
-        except FIT_ERRORS as err:
-            self._fall_back_to_exact(
-                f"{type(self).__name__} could not set up its surrogate dynamics ({err}). "
-                f"Sampling continues with {self._exact_sampler}."
-            )
-            return
-        self._start_surrogate_phase(surrogate, choice, positions, gradients, end_of_tuning)
-        self._after_fit()
-
+    # ----------------------------------------------------------------- the warm-up's record
     def _training_window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Positions, potentials and gradients (``None`` without) of the draws to train on."""
-        n_explored = len(self._record)
-        window = self.training_window or self.schedule.training_size(n_explored)
-        first = max(0, n_explored - window)
-        return self._record.window(first)
+        return self._warmup.training_window()
 
     def held_out_points(self) -> tuple[np.ndarray, np.ndarray]:
         """Recorded tuning points the current surrogate was not fitted to, with their exact ``U``.
@@ -1038,162 +844,7 @@ class SurrogateHMC(NUTS):
         fit; kept when tuning ends (:func:`~pymc_rnshmc.plot_surrogate` shows the surrogate
         against them). Empty before the first fit.
         """
-        if self._held_out is not None:
-            return self._held_out
-        positions, potentials, _ = self._record.window(0)
-        if self.surrogate is None:
-            return positions[:0], potentials[:0]
-        first, last = self._fitted_rows
-        outside = np.ones(len(positions), dtype=bool)
-        outside[first:last] = False
-        return positions[outside], potentials[outside]
-
-    def _fit_candidate(self, positions, potentials, gradients):
-        """A new surrogate fitted to the window, and the gradients to choose its dynamics with."""
-        return fit_surrogate(
-            self._new_surrogate(),
-            positions,
-            potentials,
-            gradients,
-            self._laplace,
-            self.rng.spawn(1)[0],
-        )
-
-    def _ready_to_start(self, surrogate, end_of_tuning: bool) -> bool:
-        """Whether to start with this fit.
-
-        Not if its held-out error exceeds ``start_error`` and the start can still be postponed
-        (early exploration draws may not have reached the bulk yet).
-        """
-        if end_of_tuning or self.start_error is None:
-            return True
-        error = held_out_error(surrogate)
-        if not error > self.start_error:
-            return True
-        return not self._postpone_start()
-
-    def _postpone_start(self) -> bool:
-        """Keep exploring (``True``) if the schedule allows another try before its latest."""
-        if not self.schedule.early:
-            return False
-        next_try = self.schedule.postponed_start(self.iter_count)
-        if next_try > self.schedule.latest_start(self._tune_steps, self.exact_model.size):
-            return False
-        self._postponed_until = next_try
-        _log.debug("%s keeps exploring until draw %d.", type(self).__name__, next_try)
-        return True
-
-    def _postpone_or_fall_back(self, end_of_tuning: bool, message: str) -> None:
-        if not end_of_tuning and self._postpone_start():
-            return
-        self._fall_back_to_exact(message)
-
-    def _fall_back_to_exact(self, message: str) -> None:
-        self.phase = Phase.EXACT
-        warnings.warn(message, SurrogateWarning, stacklevel=3)
-
-    def _choose_dynamics(self, surrogate, positions, gradients, refit=False) -> TrajectoryChoice:
-        """Metric, step size and path length, by simulating surrogate chains (no exact calls)."""
-        explorer_covariance, explorer_variances = None, None
-        if self.gradient_free:  # the random walk's covariance in place of NUTS's metric
-            explorer_covariance = self._explorer.chain_covariance()
-        elif isinstance(self.potential, QuadPotentialDiag | QuadPotentialDiagAdapt):
-            explorer_variances = self.potential.velocity(np.ones(positions.shape[1]))
-        previous = self.trajectory_choice if refit else None
-        setting = DynamicsSetting(
-            positions=positions,
-            gradients=gradients,
-            explorer_variances=explorer_variances,
-            extra_metrics=candidate_metrics(surrogate, explorer_covariance),
-            step_size=self._bounded_step_size(tune=False),
-            target_accept=self.surrogate_target_accept,
-            max_steps=self.max_steps,
-            rng=self.rng.spawn(1)[0],
-            path_length=self.user_path_length,
-            simulated_draws=self.schedule.simulated_draws,
-            refit=refit,
-            previous=None if previous is None else previous.best,
-        )
-        return self.dynamics.choose(surrogate, setting)
-
-    def _start_surrogate_phase(
-        self,
-        surrogate,
-        choice: TrajectoryChoice,
-        positions: np.ndarray,
-        gradients: np.ndarray,
-        end_of_tuning: bool,
-    ) -> None:
-        """Install the surrogate and the chosen dynamics, and restart the step-size adaptation."""
-        best = choice.best
-        log_level = logging.INFO if self.surrogate is None else logging.DEBUG  # refits: debug
-        self.surrogate = surrogate
-        # the training window is the record's last rows, and the record has not grown since
-        self._fitted_rows = (len(self._record) - positions.shape[0], len(self._record))
-        if self._cache is not None:  # keep the exact logp, drop the old surrogate's values
-            self._cache = self._cache.without_surrogate_values()
-        self.trajectory_choice = choice
-        self._explored_region = ExploredRegion.around(positions)
-        self._step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
-        # Dual averaging explores around ten times its initial step; start it at a tenth so it
-        # centres on the simulated step size, unless no tuning is left to adapt.
-        initial = best.step_size if end_of_tuning else 0.1 * best.step_size
-        if self.phase == Phase.EXPLORATION:
-            self._exploration_adapt = (self.step_adapt,)  # NUTS's, should the surrogate collapse
-        self._recent_accept = []
-        self.step_adapt = DualAverageAdaptation(
-            initial, self.surrogate_target_accept, *self._dual_averaging
-        )
-        self.phase = Phase.SURROGATE
-        self._kernel = new_kernel(
-            self.dynamics,
-            surrogate,
-            best,
-            positions,
-            gradients,
-            self._correction(),
-            max_steps=self.max_steps,
-            max_depth=self.max_treedepth,
-            max_energy_change=self.Emax,
-            values_only=self.gradient_free,
-        )
-        self._plan_learning(surrogate, end_of_tuning)
-        _log.log(
-            log_level,
-            "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
-            "step size %.3g, %s (simulated ESS %.2f per draw).",
-            type(self).__name__,
-            gradients.shape[0],
-            fit_summary(surrogate),
-            best.metric.kind,
-            best.step_size,
-            f"path length {best.path_length:.3g}"
-            if self.dynamics.chooses_path_length
-            else "NUTS trees",
-            best.ess_mean,
-        )
-        if end_of_tuning:
-            warnings.warn(
-                f"Tuning ended before {type(self).__name__} finished exploring "
-                f"({len(self._record)} of {self._exploration_length()} draws), so the surrogate "
-                "dynamics use the step size chosen by simulation on the surrogate, without "
-                "re-adaptation on the exact acceptance. Increase `tune` or lower "
-                "`exploration_steps` for better acceptance.",
-                SurrogateWarning,
-                stacklevel=3,
-            )
-
-    def _plan_learning(self, surrogate, end_of_tuning: bool) -> None:
-        """After a fit: when to refit next, or ``None`` once refits stop paying."""
-        error = held_out_error(surrogate)
-        draws_left = self._tuning_draws_left()
-        learning = (
-            self._learns_during_tuning()
-            and not end_of_tuning
-            and self.schedule.keeps_learning(len(self._record), error, self._fit_error, draws_left)
-        )
-        self._next_refit = self.schedule.next_refit(len(self._record)) if learning else None
-        self._fit_error = error
+        return self._warmup.held_out_points()
 
     # ----------------------------------------------------------------- hooks
     def _new_surrogate(self):
@@ -1212,7 +863,7 @@ class SurrogateHMC(NUTS):
 
     def _evaluate_end(self, position: np.ndarray) -> Evaluation:
         """The exact model at a proposal: ``logp``, and its gradient while learning."""
-        if self.tune and self._next_refit is not None and not self.gradient_free:
+        if self.tune and self._warmup.wants_gradients:
             return self._evaluate_with_gradient(position)
         return self._evaluate_logp(position)
 
@@ -1235,3 +886,29 @@ class SurrogateHMC(NUTS):
     @staticmethod
     def _make_progressbar_update_functions():
         return (progressbar_update,)
+
+
+class _Host:
+    """A step as its warm-up's host (:class:`~pymc_rnshmc.step_methods.warmup.WarmupHost`).
+
+    Made for each call that may fit and never kept, so the warm-up holds no reference to the
+    step (PyMC deep-copies it in ``sampling_state``).
+    """
+
+    def __init__(self, step: SurrogateHMC) -> None:
+        self.step = step
+
+    def new_surrogate(self):
+        return self.step._new_surrogate()
+
+    def correction(self) -> Correction:
+        return self.step._correction()
+
+    def new_adaptation(self, initial_step: float, target: float) -> DualAverageAdaptation:
+        return DualAverageAdaptation(initial_step, target, *self.step._dual_averaging)
+
+    def explorer_metric(self) -> tuple[np.ndarray | None, np.ndarray | None, float]:
+        return self.step._explorer_metric()
+
+    def surrogate_installed(self) -> None:
+        self.step._surrogate_installed()

@@ -235,7 +235,7 @@ def test_without_the_tuning_length_postponement_is_bounded():
     with model:
         step = ARNSHMC(start_error=1e-12)
     start_chain(step, seed=6, tune=400, draws=10)
-    step._tune_steps = None
+    step._warmup.tune = None
     point, draws = model.initial_point(), 0
     used = False
     while not used and draws < 400:
@@ -251,7 +251,7 @@ def test_a_refresh_replaces_the_cached_start_gradient():
     position = step._cache.position.copy()
     step._update_surrogate()  # a_t = 1: refreshes
     assert step.surrogate is not before and step._cache.force is None
-    kernel = step._kernel
+    kernel = step.kernel
     assert kernel.surrogate is step.surrogate
     force_field = ForceField(step.surrogate.gradient, step._exact_gradient, kernel.force_bound)
     start, n_evals, _ = step._current_logp(position)

@@ -8,7 +8,7 @@ from pymc.step_methods.step_sizes import DualAverageAdaptation
 
 from pymc_rnshmc import RNSHMC, SurrogateWarning
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
-from pymc_rnshmc.step_methods.surrogate_hmc import COLLAPSE_WINDOW
+from pymc_rnshmc.step_methods.warmup import COLLAPSE_WINDOW
 from tests.checks import sample_stat
 from tests.models import correlated_normal
 from tests.step_methods.helpers import (
@@ -88,7 +88,7 @@ def test_the_surrogate_is_frozen_after_tuning():
         point, _ = step.step(point)
     assert step.phase == Phase.SURROGATE
     assert step.surrogate is frozen
-    assert step._next_refit is None
+    assert step._warmup.next_refit is None
 
 
 def test_without_refits_the_first_fit_is_kept():
@@ -143,11 +143,10 @@ def test_exact_nuts_resuming_while_tuning_adapts_its_step_size_afresh_if_tuning_
     with correlated_normal():
         step = RNSHMC()
     start_chain(step, seed=1, tune=1000, draws=100)
-    step._tune_steps = 1000  # PyMC 5 does not tell the step; then it always adapts afresh
-    explored = step.step_adapt
+    step._warmup.tune = 1000  # PyMC 5 does not tell the step; then it always adapts afresh
+    explored = step.step_adapt  # exploration's NUTS adaptation (surrogate draws adapt their own)
     for accept in np.linspace(0.3, 1.0, 500):
         explored.update(accept, True)
-    step._exploration_adapt = (explored,)
     accepts = np.linspace(0.0, 1.0, 40)
 
     def step_sizes(adaptation) -> list[float]:

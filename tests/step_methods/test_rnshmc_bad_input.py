@@ -24,6 +24,7 @@ from pymc.exceptions import SamplingError
 from scipy import stats
 
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate, SurrogateWarning
+from pymc_rnshmc.step_methods.surrogate_hmc import _Host
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import (
     CORRELATED_COVARIANCE,
@@ -447,7 +448,7 @@ def test_trajectories_capped_by_max_steps_are_told_at_the_end_of_tuning():
     # SparseGridHMC on a 7-d hierarchy tuned its step size down to its floor, so every
     # trajectory stopped at max_steps, silently: now the end of tuning says so
     step = step_in_surrogate_phase(independent_normal())
-    step._step_size_bounds = (0.0, step.path_length / (3 * step.max_steps))
+    step._warmup.step_size_bounds = (0.0, step.path_length / (3 * step.max_steps))
     with pytest.warns(SurrogateWarning, match=f"stop at max_steps={step.max_steps}"):
         step.stop_tuning()
 
@@ -457,12 +458,12 @@ def test_a_refit_searches_step_sizes_from_within_a_decade_of_the_current_choice(
     # sank to 1e-42, and a refit that started its step-size search there chose trajectories
     # that did not move
     step = step_in_surrogate_phase(independent_normal())
-    monkeypatch.setattr(step.step_adapt, "current", lambda tune: 1e-42)
+    monkeypatch.setattr(step._warmup.adaptation, "current", lambda tune: 1e-42)
     seen = []
     choose = step.dynamics.choose
     monkeypatch.setattr(
         step.dynamics, "choose", lambda s, setting: seen.append(setting) or choose(s, setting)
     )
-    positions, _, gradients = step._training_window()
-    step._choose_dynamics(step.surrogate, positions, gradients, refit=True)
-    assert seen[0].step_size >= 0.1 * step.trajectory_choice.best.step_size
+    chosen = step.trajectory_choice.best.step_size
+    step._warmup.refit(step.iter_count, step.rng, _Host(step))
+    assert seen[0].step_size >= 0.1 * chosen

@@ -1,0 +1,552 @@
+"""A chain's warm-up: from exact draws to a frozen surrogate kernel.
+
+The warm-up holds everything a chain learns while tuning (the record of exact evaluations, the
+surrogate, its kernel, the surrogate's step-size adaptation) and makes every decision between
+exploring and sampling:
+
+- **start**: fit once the exploration is long enough (:meth:`SurrogateWarmup.fit_if_due`),
+  postponing while the fit's held-out error is above ``start_error`` and the schedule allows;
+- **fall back**: exact draws for good (``Phase.EXACT``) when no usable surrogate can be had;
+- **learn**: record the plausible proposals of tuning draws (:meth:`~SurrogateWarmup.learn_from`)
+  and refit when the record has grown, while refits still pay (``ExplorationSchedule``);
+- **resume**: exact exploration again when the surrogate's exact acceptance collapses
+  (:meth:`~SurrogateWarmup.watch_for_collapse`), and a refit when a safety-net draw crossed a
+  wall (:meth:`~SurrogateWarmup.refit_behind_wall`);
+- **freeze**: when tuning ends, the kernel becomes one value (:meth:`~SurrogateWarmup.freeze`).
+
+The start and refit thresholds are the schedule's (:mod:`~pymc_rnshmc.step_methods.schedule`);
+the collapse and wall rules' are named here. The warm-up never evaluates the model: exact
+draws come to it (the driver records them), and the kernel asks the driver for the exact
+``logp`` of its proposals (with the gradient while :attr:`SurrogateWarmup.wants_gradients`).
+numpy only: the configuration's parts (a new surrogate, the correction, a step-size
+adaptation) come in as callables.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateWarning
+from pymc_rnshmc.hmc.explored_region import ExploredRegion
+from pymc_rnshmc.hmc.kernel import SurrogateKernel
+from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
+from pymc_rnshmc.hmc.transition import DrawResult
+from pymc_rnshmc.step_methods.blas import single_blas_thread
+from pymc_rnshmc.step_methods.dynamics import Dynamics, DynamicsSetting
+from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
+from pymc_rnshmc.step_methods.schedule import ExplorationSchedule, Phase
+from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
+from pymc_rnshmc.surrogates.training import TrainingBuffer
+
+__all__ = ["SurrogateWarmup", "WarmupHost", "WarmupSettings"]
+
+_log = logging.getLogger("pymc.rnshmc")
+
+LEARNING_ENERGY_LIMIT = 20.0
+"""Proposals whose exact energy error exceeds this (acceptance below 2e-9) are not learned."""
+COLLAPSE_WINDOW = 50
+"""Surrogate draws of tuning over which the exact acceptance is watched for a collapse."""
+COLLAPSE_ACCEPT = 0.05
+"""Below this mean exact acceptance over ``COLLAPSE_WINDOW`` tuning draws, exact NUTS resumes."""
+WALL_REFIT_GROWTH = 1.1
+"""A net draw behind a wall brings a refit once the record has grown by this factor since the
+last fit ..."""
+WALL_REFITS = 2
+"""... at most this many times in a chain. A surrogate that cannot represent the region keeps
+its wall: a test surrogate with a wall built in (``tests/step_methods/helpers.py``) brought 30
+refits of 13 s each in two chains of 800 tuning draws without this limit."""
+
+
+@dataclass(frozen=True)
+class WarmupSettings:
+    """A configuration's fixed choices for every chain's warm-up."""
+
+    name: str
+    """The sampler's name, for messages."""
+    exact_sampler: str
+    """What samples when the surrogate does not, for messages."""
+    schedule: ExplorationSchedule
+    dynamics: Dynamics
+    dim: int
+    values_only: bool
+    """The model has no gradient: fits to values, no gradients asked."""
+    learns: bool
+    """Learn from tuning draws and refit (the user's choice and the schedule's)."""
+    exploration_steps: int | None
+    training_window: int | None
+    path_length: float | None
+    start_error: float | None
+    surrogate_target_accept: float
+    max_steps: int
+    max_depth: int
+    max_energy_change: float
+
+
+class WarmupHost(Protocol):
+    """What the warm-up asks of its driver when it fits (the PyMC step is one).
+
+    Passed to each call that may fit, never kept: the warm-up is a value the driver owns.
+    """
+
+    def new_surrogate(self) -> Any:
+        """An unfitted surrogate for this chain."""
+        ...
+
+    def correction(self) -> Any:
+        """The correction of the surrogate proposals, once the surrogate phase has started."""
+        ...
+
+    def new_adaptation(self, initial_step: float, target: float) -> Any:
+        """A step-size adaptation (dual averaging: ``current(tune)``, ``update(accept, tune)``)."""
+        ...
+
+    def explorer_metric(self) -> tuple[np.ndarray | None, np.ndarray | None, float]:
+        """The exact explorer's diagonal metric, chain covariance and averaged step size."""
+        ...
+
+    def surrogate_installed(self) -> None:
+        """Called each time a new surrogate is installed (values cached for the old one go)."""
+        ...
+
+
+class SurrogateWarmup:
+    """One chain's warm-up: the record, the surrogate, its kernel, and when each changes.
+
+    Parameters
+    ----------
+    settings : WarmupSettings
+    tune : int, optional
+        The chain's tuning length (``None`` on PyMC 5, which does not tell the step).
+    """
+
+    def __init__(self, settings: WarmupSettings, tune: int | None) -> None:
+        self.settings = settings
+        self.tune = tune
+        self.phase = Phase.EXPLORATION
+        self.record = self._new_record()
+        self.surrogate = None
+        self.choice: TrajectoryChoice | None = None
+        self.kernel: SurrogateKernel | None = None
+        self.adaptation = None
+        self.step_size_bounds = (0.0, np.inf)
+        self.explored_region: ExploredRegion | None = None
+        self.laplace = None
+        self.next_refit: int | None = None
+        self.fit_error = np.nan
+        self.postponed_until: int | None = None
+        self.fitted_rows = (0, 0)
+        self.held_out: tuple[np.ndarray, np.ndarray] | None = None
+        self.recent_accept: list[float] = []
+        self.wall_refits = 0
+        self.setup_seconds = 0.0
+
+    def _new_record(self) -> TrainingBuffer:
+        return TrainingBuffer(self.settings.dim, with_gradients=not self.settings.values_only)
+
+    # ----------------------------------------------------------------- schedule
+    def exploration_length(self) -> int:
+        """Exploration draws before the (next) first fit."""
+        if self.postponed_until is not None:
+            return self.postponed_until
+        if self.settings.exploration_steps is not None:
+            return self.settings.exploration_steps
+        return self.settings.schedule.exploration_length(self.tune, self.settings.dim)
+
+    def tuning_draws_left(self, iteration: int) -> int | None:
+        """Tuning draws still to come (``None`` on PyMC 5)."""
+        return None if self.tune is None else self.tune - iteration
+
+    @property
+    def wants_gradients(self) -> bool:
+        """Whether a tuning proposal's exact gradient is learned from (ask the model for it)."""
+        return self.next_refit is not None and not self.settings.values_only
+
+    def bounded_step_size(self, tune: bool) -> float:
+        """The surrogate's adapted step size (last iterate while tuning, else the average).
+
+        Within a decade of the simulated choice. Dual averaging itself is not bounded: where
+        the exact test kept rejecting, its average sank to 1e-42 (posteriordb ``kilpisjarvi``),
+        and a refit that started its step-size search there chose trajectories that did not
+        move.
+        """
+        return self._bounded(float(self.adaptation.current(tune)))
+
+    def _bounded(self, step_size: float) -> float:
+        low, high = self.step_size_bounds
+        return float(np.clip(step_size, low, high))
+
+    # ----------------------------------------------------------------- fits
+    def fit_if_due(self, iteration: int, rng, host: WarmupHost) -> None:
+        """The first fit at the end of the exploration, or a refit once the record has grown.
+
+        A refit needs ``refit_adaptation`` tuning draws after it (when the tuning length is
+        known); without them learning stops.
+        """
+        if self.phase == Phase.EXPLORATION:
+            if iteration >= self.exploration_length():
+                self.fit(iteration, rng, host, end_of_tuning=False)
+        elif self.next_refit is not None and len(self.record) >= self.next_refit:
+            draws_left = self.tuning_draws_left(iteration)
+            if draws_left is not None and draws_left < self.settings.schedule.refit_adaptation:
+                self.next_refit = None
+            else:
+                self.refit(iteration, rng, host)
+
+    def fit(self, iteration: int, rng, host: WarmupHost, end_of_tuning: bool) -> None:
+        """Fit, choose the dynamics and start the surrogate phase; or postpone, or fall back."""
+        clock = time.perf_counter()
+        try:
+            with single_blas_thread():
+                self._set_up(iteration, rng, host, end_of_tuning)
+        finally:
+            self.setup_seconds += time.perf_counter() - clock
+
+    def _set_up(self, iteration: int, rng, host: WarmupHost, end_of_tuning: bool) -> None:
+        name, exact = self.settings.name, self.settings.exact_sampler
+        positions, potentials, gradients = self.training_window()
+        needed = self.settings.schedule.minimum_points(positions.shape[1])
+        if positions.shape[0] < needed:
+            when = "tuning ended" if end_of_tuning else "the end of exploration"
+            self._postpone_or_fall_back(
+                iteration,
+                end_of_tuning,
+                f"{name} collected {positions.shape[0]} exact draws for its surrogate before "
+                f"{when}, but needs at least {needed} in {positions.shape[1]} dimensions. "
+                f"Sampling continues with {exact}. Increase `tune` (or `exploration_steps`).",
+            )
+            return
+        try:
+            surrogate, gradients = self._fit_candidate(positions, potentials, gradients, rng, host)
+        except FIT_ERRORS as err:
+            self._postpone_or_fall_back(
+                iteration,
+                end_of_tuning,
+                f"{name} could not fit its surrogate ({err}). Sampling continues with {exact}, "
+                "which is correct but gets no speed-up.",
+            )
+            return
+        if not self._ready_to_start(surrogate, iteration, end_of_tuning):
+            return
+        try:
+            choice = self._choose_dynamics(surrogate, positions, gradients, rng, host)
+        except FIT_ERRORS as err:
+            self._fall_back_to_exact(
+                f"{name} could not set up its surrogate dynamics ({err}). Sampling continues "
+                f"with {exact}."
+            )
+            return
+        self._start(surrogate, choice, positions, gradients, iteration, host, end_of_tuning)
+        host.surrogate_installed()
+
+    def refit(self, iteration: int, rng, host: WarmupHost) -> None:
+        """Refit on the grown record and re-choose the dynamics (a shorter scan of lengths).
+
+        The refit chooses its width, penalty and weight scale afresh. Reusing the last fit's
+        choices is cheaper but worse on the elliptic PDE (d = 20, 30 x 30): capping the width
+        near the last fit's left the surrogate at 50 units and 13 % held-out gradient error
+        where 1575 units reach 8.7 %, and keeping the first fit's weight scale (1, chosen on 38
+        points) gave 11 % at 600 points against 6.7 % with the scale searched (0.1), and a
+        min bulk / tail ESS of 698 / 364 against 1147 / 543. A failed refit keeps the
+        surrogate and stops learning.
+        """
+        clock = time.perf_counter()
+        positions, potentials, gradients = self.training_window()
+        try:
+            with single_blas_thread():
+                surrogate, gradients = self._fit_candidate(
+                    positions, potentials, gradients, rng, host
+                )
+                choice = self._choose_dynamics(
+                    surrogate, positions, gradients, rng, host, refit=True
+                )
+        except FIT_ERRORS as err:
+            self.next_refit = None
+            _log.debug("%s keeps its surrogate: the refit failed (%s).", self.settings.name, err)
+            return
+        finally:
+            self.setup_seconds += time.perf_counter() - clock
+        self._start(surrogate, choice, positions, gradients, iteration, host, False)
+        host.surrogate_installed()
+
+    def training_window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Positions, potentials and gradients (``None`` without) of the draws to train on."""
+        n_explored = len(self.record)
+        window = self.settings.training_window or self.settings.schedule.training_size(n_explored)
+        first = max(0, n_explored - window)
+        return self.record.window(first)
+
+    def held_out_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """Recorded tuning points the current surrogate was not fitted to, with their exact ``U``.
+
+        The exploration draws before its training window and the proposals learned after its
+        fit; kept when tuning ends. Empty before the first fit.
+        """
+        if self.held_out is not None:
+            return self.held_out
+        positions, potentials, _ = self.record.window(0)
+        if self.surrogate is None:
+            return positions[:0], potentials[:0]
+        first, last = self.fitted_rows
+        outside = np.ones(len(positions), dtype=bool)
+        outside[first:last] = False
+        return positions[outside], potentials[outside]
+
+    def _fit_candidate(self, positions, potentials, gradients, rng, host: WarmupHost):
+        return fit_surrogate(
+            host.new_surrogate(),
+            positions,
+            potentials,
+            gradients,
+            self.laplace,
+            rng.spawn(1)[0],
+        )
+
+    def _ready_to_start(self, surrogate, iteration: int, end_of_tuning: bool) -> bool:
+        """Whether to start with this fit.
+
+        Not if its held-out error exceeds ``start_error`` and the start can still be postponed
+        (early exploration draws may not have reached the bulk yet).
+        """
+        start_error = self.settings.start_error
+        if end_of_tuning or start_error is None:
+            return True
+        if not held_out_error(surrogate) > start_error:
+            return True
+        return not self._postpone_start(iteration)
+
+    def _postpone_start(self, iteration: int) -> bool:
+        """Keep exploring (``True``) if the schedule allows another try before its latest."""
+        schedule = self.settings.schedule
+        if not schedule.early:
+            return False
+        next_try = schedule.postponed_start(iteration)
+        if next_try > schedule.latest_start(self.tune, self.settings.dim):
+            return False
+        self.postponed_until = next_try
+        _log.debug("%s keeps exploring until draw %d.", self.settings.name, next_try)
+        return True
+
+    def _postpone_or_fall_back(self, iteration: int, end_of_tuning: bool, message: str) -> None:
+        if not end_of_tuning and self._postpone_start(iteration):
+            return
+        self._fall_back_to_exact(message)
+
+    def _fall_back_to_exact(self, message: str) -> None:
+        self.phase = Phase.EXACT
+        warnings.warn(message, SurrogateWarning, stacklevel=4)
+
+    def _choose_dynamics(
+        self, surrogate, positions, gradients, rng, host: WarmupHost, refit: bool = False
+    ) -> TrajectoryChoice:
+        """Metric, step size and path length, by simulating surrogate chains (no exact calls)."""
+        explorer_variances, explorer_covariance, explorer_step_size = host.explorer_metric()
+        if self.phase == Phase.SURROGATE:
+            first_guess = self.bounded_step_size(tune=False)
+        else:
+            first_guess = self._bounded(explorer_step_size)
+        previous = self.choice if refit else None
+        setting = DynamicsSetting(
+            positions=positions,
+            gradients=gradients,
+            explorer_variances=explorer_variances,
+            extra_metrics=candidate_metrics(surrogate, explorer_covariance),
+            step_size=first_guess,
+            target_accept=self.settings.surrogate_target_accept,
+            max_steps=self.settings.max_steps,
+            rng=rng.spawn(1)[0],
+            path_length=self.settings.path_length,
+            simulated_draws=self.settings.schedule.simulated_draws,
+            refit=refit,
+            previous=None if previous is None else previous.best,
+        )
+        return self.settings.dynamics.choose(surrogate, setting)
+
+    def _start(
+        self,
+        surrogate,
+        choice: TrajectoryChoice,
+        positions: np.ndarray,
+        gradients: np.ndarray,
+        iteration: int,
+        host: WarmupHost,
+        end_of_tuning: bool,
+    ) -> None:
+        """Install the surrogate, its kernel and a fresh step-size adaptation."""
+        settings, best = self.settings, choice.best
+        log_level = logging.INFO if self.surrogate is None else logging.DEBUG  # refits: debug
+        self.surrogate = surrogate
+        # the training window is the record's last rows, and the record has not grown since
+        self.fitted_rows = (len(self.record) - positions.shape[0], len(self.record))
+        self.choice = choice
+        self.explored_region = ExploredRegion.around(positions)
+        self.step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
+        # Dual averaging explores around ten times its initial step; start it at a tenth so it
+        # centres on the simulated step size, unless no tuning is left to adapt.
+        initial = best.step_size if end_of_tuning else 0.1 * best.step_size
+        self.recent_accept = []
+        self.adaptation = host.new_adaptation(initial, settings.surrogate_target_accept)
+        self.phase = Phase.SURROGATE
+        self.kernel = new_kernel(
+            settings.dynamics,
+            surrogate,
+            best,
+            positions,
+            gradients,
+            host.correction(),
+            max_steps=settings.max_steps,
+            max_depth=settings.max_depth,
+            max_energy_change=settings.max_energy_change,
+            values_only=settings.values_only,
+        )
+        self._plan_learning(iteration, end_of_tuning)
+        _log.log(
+            log_level,
+            "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
+            "step size %.3g, %s (simulated ESS %.2f per draw).",
+            settings.name,
+            gradients.shape[0],
+            fit_summary(surrogate),
+            best.metric.kind,
+            best.step_size,
+            f"path length {best.path_length:.3g}"
+            if settings.dynamics.chooses_path_length
+            else "NUTS trees",
+            best.ess_mean,
+        )
+        if end_of_tuning:
+            warnings.warn(
+                f"Tuning ended before {settings.name} finished exploring ({len(self.record)} of "
+                f"{self.exploration_length()} draws), so the surrogate dynamics use the step size "
+                "chosen by simulation on the surrogate, without re-adaptation on the exact "
+                "acceptance. Increase `tune` or lower `exploration_steps` for better acceptance.",
+                SurrogateWarning,
+                stacklevel=5,
+            )
+
+    def _plan_learning(self, iteration: int, end_of_tuning: bool) -> None:
+        """After a fit: when to refit next, or ``None`` once refits stop paying."""
+        schedule = self.settings.schedule
+        error = held_out_error(self.surrogate)
+        draws_left = self.tuning_draws_left(iteration)
+        learning = (
+            self.settings.learns
+            and not end_of_tuning
+            and schedule.keeps_learning(len(self.record), error, self.fit_error, draws_left)
+        )
+        self.next_refit = schedule.next_refit(len(self.record)) if learning else None
+        self.fit_error = error
+
+    # ----------------------------------------------------------------- while sampling
+    def adapt(self, accept: float) -> None:
+        """Feed one tuning draw's acceptance to the surrogate's step-size adaptation."""
+        self.adaptation.update(accept, True)
+
+    def tuning_kernel(self) -> SurrogateKernel:
+        """The kernel with the step size the adaptation proposes for the next tuning draw."""
+        return self.kernel._replace(step_size=self.bounded_step_size(True))
+
+    def learn_from(self, result: DrawResult) -> None:
+        """Record a plausible proposal with its exact gradient while learning during tuning.
+
+        Rejected proposals are recorded too, unless the chain could not plausibly have moved
+        there (energy error above ``LEARNING_ENERGY_LIMIT``, or divergent): with a poor first
+        surrogate few proposals are accepted, and learning only from those would stall exactly
+        when it is most needed.
+
+        Without gradients the test is on the point, not the move: its potential within
+        ``LEARNING_ENERGY_LIMIT + d`` of the lowest recorded. Where a values-only surrogate is
+        wrong, its proposals have large energy errors, and those are the values it must learn
+        (pharmacokinetic ODE: a chain in the ``log K_m`` tail met errors of 20 nats there, learned
+        nothing, and its acceptance collapsed).
+        """
+        evaluation = result.proposal
+        if self.next_refit is None or evaluation is None:
+            return
+        if self.settings.values_only:
+            limit = self.record.lowest_potential + LEARNING_ENERGY_LIMIT + self.settings.dim
+            if -evaluation.logp < limit:
+                self.record.append(evaluation.position, -evaluation.logp)
+            return
+        if result.divergence is not None or not result.energy_change < LEARNING_ENERGY_LIMIT:
+            return
+        gradient = evaluation.potential_gradient
+        if gradient is not None and np.all(np.isfinite(gradient)):
+            self.record.append(evaluation.position, -evaluation.logp, gradient)
+
+    def watch_for_collapse(self, accept: float, iteration: int) -> str | None:
+        """``"resume"`` or ``"exact"`` if the surrogate's exact acceptance has collapsed.
+
+        A poor first fit can make every proposal implausible, so nothing is learned and no refit
+        comes (sblrc-blr: a fit with 29 % held-out error, exact acceptance 0 for good). If the
+        mean exact acceptance of ``COLLAPSE_WINDOW`` tuning draws is below ``COLLAPSE_ACCEPT``,
+        the exact explorer resumes until the schedule's next start (``"resume"``); too late in
+        tuning for another start, it goes on to the end (``"exact"``, ``Phase.EXACT``). Only
+        warm-ups that learn watch: a refit of another surrogate (a grid) would not learn
+        anything new.
+        """
+        if not self.settings.learns:
+            return None
+        self.recent_accept.append(float(accept) if np.isfinite(accept) else 0.0)
+        if len(self.recent_accept) < COLLAPSE_WINDOW:
+            return None
+        mean_accept = float(np.mean(self.recent_accept))
+        self.recent_accept = []
+        if mean_accept >= COLLAPSE_ACCEPT:
+            return None
+        self.next_refit = None
+        schedule, name = self.settings.schedule, self.settings.name
+        restart = schedule.postponed_start(iteration + 1)
+        if restart > schedule.latest_start(self.tune, self.settings.dim):
+            self._fall_back_to_exact(
+                f"{name}'s surrogate proposals were almost all rejected late in tuning (mean "
+                f"exact acceptance {mean_accept:.2f} over {COLLAPSE_WINDOW} draws), too late to "
+                f"fit another. Sampling continues with {self.settings.exact_sampler}. Increase "
+                "`tune`."
+            )
+            return "exact"
+        self.phase = Phase.EXPLORATION
+        self.postponed_until = restart
+        _log.debug(
+            "%s resumes %s until draw %d: its surrogate's exact acceptance was %.2f.",
+            name,
+            self.settings.exact_sampler,
+            restart,
+            mean_accept,
+        )
+        return "resume"
+
+    def refit_behind_wall(self) -> None:
+        """Refit at the next draw (the record holds the net draw that crossed the wall).
+
+        Only when learning, once the record has grown by ``WALL_REFIT_GROWTH`` since the last
+        fit, and at most ``WALL_REFITS`` times a chain: a wall the refits cannot remove (a
+        surrogate that cannot represent the region) costs a few refits, not one for every net
+        draw behind it. :meth:`fit_if_due` drops it when too little tuning is left.
+        """
+        if not self.settings.learns or self.wall_refits >= WALL_REFITS:
+            return
+        if len(self.record) < WALL_REFIT_GROWTH * self.fitted_rows[1]:
+            return
+        self.wall_refits += 1
+        if self.next_refit is None or self.next_refit > len(self.record):
+            self.next_refit = len(self.record)
+
+    def stop_learning(self) -> None:
+        """End of tuning in the surrogate phase: no more refits, and the record can go.
+
+        The points the surrogate was not fitted to are kept for ``plot_surrogate``.
+        """
+        self.next_refit = None
+        self.held_out = self.held_out_points()
+        self.record = self._new_record()
+
+    def freeze(self) -> None:
+        """The kernel the kept draws share: today's, with the averaged step size."""
+        if self.kernel is not None:
+            self.kernel = self.kernel._replace(step_size=self.bounded_step_size(False))

@@ -1,0 +1,190 @@
+"""The warm-up driven by hand: fed exact draws, asked to fit, learn, resume and freeze.
+
+No ``pm.sample`` and no model: the exploration is scripted (exact draws of a Gaussian with their
+gradients), the host is a few lines, and the chain's surrogate draws are ``kernel_step`` on the
+warm-up's kernel. This is how a driver other than PyMC's step (several chains, a cluster) uses
+it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pymc.step_methods.step_sizes import DualAverageAdaptation
+
+from pymc_rnshmc import RandomNetworkSurrogate, SurrogateWarning
+from pymc_rnshmc.hmc.corrections import Evaluation, ExactMetropolis
+from pymc_rnshmc.hmc.kernel import kernel_step
+from pymc_rnshmc.hmc.transition import CachedPoint
+from pymc_rnshmc.step_methods.dynamics import get_dynamics
+from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, Phase
+from pymc_rnshmc.step_methods.warmup import (
+    COLLAPSE_WINDOW,
+    WALL_REFITS,
+    SurrogateWarmup,
+    WarmupSettings,
+)
+from tests.checks import assert_moments
+
+MEAN = np.array([1.0, -2.0, 0.5])
+SD = np.array([1.0, 0.5, 2.0])
+TUNE = 400
+
+
+class Gaussian:
+    """The exact model (``has_gradient``, ``logp``, ``potential_and_gradient``, ``cast``)."""
+
+    has_gradient = True
+
+    def logp(self, position):
+        return -0.5 * float(np.sum(((position - MEAN) / SD) ** 2))
+
+    def potential_and_gradient(self, position):
+        return -self.logp(position), (position - MEAN) / SD**2
+
+    def cast(self, position):
+        return np.asarray(position, dtype=float)
+
+
+class Host:
+    """The warm-up's host: a network surrogate, the exact Metropolis test, dual averaging."""
+
+    def __init__(self) -> None:
+        self.installed = 0
+
+    def new_surrogate(self):
+        return RandomNetworkSurrogate()
+
+    def correction(self):
+        return ExactMetropolis(1000.0)
+
+    def new_adaptation(self, initial_step, target):
+        return DualAverageAdaptation(initial_step, target, 0.05, 0.75, 10)
+
+    def explorer_metric(self):
+        return SD**2, None, 0.5
+
+    def surrogate_installed(self):
+        self.installed += 1
+
+
+def settings(**changes) -> WarmupSettings:
+    options = {
+        "name": "test",
+        "exact_sampler": "exact draws",
+        "schedule": RNSHMC_SCHEDULE,
+        "dynamics": get_dynamics("hmc"),
+        "dim": 3,
+        "values_only": False,
+        "learns": True,
+        "exploration_steps": None,
+        "training_window": None,
+        "path_length": None,
+        "start_error": None,
+        "surrogate_target_accept": 0.95,
+        "max_steps": 128,
+        "max_depth": 10,
+        "max_energy_change": 1000.0,
+    }
+    return WarmupSettings(**{**options, **changes})
+
+
+def explore(warmup: SurrogateWarmup, n: int, rng) -> None:
+    """Scripted exploration: exact draws recorded with their potential and gradient."""
+    model = Gaussian()
+    for position in MEAN + SD * rng.normal(size=(n, 3)):
+        potential, gradient = model.potential_and_gradient(position)
+        warmup.record.append(position, potential, gradient)
+
+
+def test_the_first_fit_comes_at_the_schedules_exploration_length_and_makes_a_kernel():
+    rng, host = np.random.default_rng(1), Host()
+    warmup = SurrogateWarmup(settings(), TUNE)
+    length = warmup.exploration_length()
+    assert length == max(50, round(0.2 * TUNE))
+    explore(warmup, length, rng)
+    warmup.fit_if_due(length - 1, rng, host)
+    assert warmup.phase == Phase.EXPLORATION and warmup.kernel is None
+    warmup.fit_if_due(length, rng, host)
+    assert warmup.phase == Phase.SURROGATE and host.installed == 1
+    assert warmup.kernel.surrogate is warmup.surrogate
+    assert warmup.wants_gradients, "it learns from the tuning draws: ask for gradients"
+
+
+def test_too_few_draws_at_the_end_of_tuning_fall_back_to_exact_draws():
+    rng = np.random.default_rng(2)
+    warmup = SurrogateWarmup(settings(), TUNE)
+    explore(warmup, 3, rng)
+    with pytest.warns(SurrogateWarning, match="needs at least"):
+        warmup.fit(3, rng, Host(), end_of_tuning=True)
+    assert warmup.phase == Phase.EXACT and warmup.kernel is None
+
+
+def started(seed: int) -> tuple[SurrogateWarmup, np.random.Generator]:
+    rng = np.random.default_rng(seed)
+    warmup = SurrogateWarmup(settings(), TUNE)
+    explore(warmup, 80, rng)
+    warmup.fit(80, rng, Host(), end_of_tuning=False)
+    assert warmup.phase == Phase.SURROGATE
+    return warmup, rng
+
+
+def test_a_collapse_resumes_exploration_and_too_late_falls_back():
+    warmup, _ = started(3)
+    for _ in range(COLLAPSE_WINDOW - 1):
+        assert warmup.watch_for_collapse(0.0, 100) is None
+    assert warmup.watch_for_collapse(0.0, 100) == "resume"
+    assert warmup.phase == Phase.EXPLORATION and warmup.postponed_until == 152
+    late, _ = started(4)
+    for _ in range(COLLAPSE_WINDOW - 1):
+        late.watch_for_collapse(0.0, 250)
+    with pytest.warns(SurrogateWarning, match="too late to fit another"):
+        assert late.watch_for_collapse(0.0, 250) == "exact"
+    assert late.phase == Phase.EXACT
+
+
+def test_walls_bring_at_most_a_few_refits():
+    warmup, rng = started(5)
+    refits = 0
+    for _ in range(10):
+        explore(warmup, 20, rng)  # the record grows past the wall-refit threshold
+        warmup.next_refit = None
+        warmup.refit_behind_wall()
+        refits += warmup.next_refit is not None
+    assert refits == WALL_REFITS
+
+
+def test_a_chain_driven_by_hand_tunes_freezes_and_samples_the_target():
+    model, host = Gaussian(), Host()
+    warmup, rng = started(6)
+    position = MEAN.copy()
+    point = CachedPoint(position, model.logp(position), ())
+
+    def evaluate(position):  # the exact logp, and its gradient while the warm-up learns
+        if warmup.wants_gradients:
+            potential, gradient = model.potential_and_gradient(position)
+            return Evaluation(position, -potential, gradient)
+        return Evaluation(position, model.logp(position))
+
+    for iteration in range(80, TUNE):
+        warmup.fit_if_due(iteration, rng, host)
+        if warmup.phase != Phase.SURROGATE:
+            continue
+        if host.installed:  # a refit: values cached for the old surrogate go
+            point, host.installed = point.without_surrogate_values(), 0
+        result = kernel_step(warmup.tuning_kernel(), point, rng, model, evaluate=evaluate)
+        warmup.adapt(result.integrator_accept)
+        warmup.learn_from(result)
+        point = result.end
+    assert warmup.phase == Phase.SURROGATE
+    assert warmup.fitted_rows[1] > 80, "it refitted on the proposals it learned from"
+    warmup.stop_learning()
+    warmup.freeze()
+    frozen = warmup.kernel
+    draws = np.empty((2000, 3))
+    for i in range(len(draws)):
+        point = kernel_step(frozen, point, rng, model).end
+        draws[i] = point.position
+    assert warmup.kernel is frozen
+    for i in range(3):
+        assert_moments(draws[None, :, i], MEAN[i], SD[i], f"coordinate {i}", min_ess=300)
