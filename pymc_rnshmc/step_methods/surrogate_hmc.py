@@ -189,7 +189,57 @@ class SurrogateHMC(NUTS):
         **kwargs,
     ) -> None:
         model = modelcontext(model)
-        reject_errors = check_reject_errors(reject_errors)
+        self._take_options(
+            surrogate,
+            dynamics,
+            path_length=path_length,
+            target_accept=target_accept,
+            surrogate_target_accept=surrogate_target_accept,
+            exploration_steps=exploration_steps,
+            training_window=training_window,
+            max_steps=max_steps,
+            start_error=start_error,
+            time_limit=time_limit,
+        )
+        self.refit_during_tuning = bool(refit_during_tuning)
+        self.schedule = schedule
+        self._surrogate_template = surrogate
+        defaults = inspect.signature(BaseHMC.__init__).parameters
+        self._dual_averaging = tuple(
+            kwargs.get(name, defaults[name].default) for name in _DUAL_AVERAGING
+        )
+        vars = continuous_value_vars(vars, model, type(self).__name__)
+        gradient = has_gradient(model, vars)
+        if not gradient:
+            self._check_gradient_free(surrogate)
+            kwargs["logp_dlogp_func"] = self._logp_only_function(model, vars, kwargs)
+        super().__init__(vars, model=model, target_accept=target_accept, **kwargs)
+        self._set_up_exact_model(model, kwargs, gradient, check_reject_errors(reject_errors))
+        self.safety_net = SafetyNet.default(
+            safety_net, gradient_free=not gradient, dim=self.exact_model.size
+        )
+        if not gradient:
+            self._without_gradients()
+        self._tune_steps = None
+        self._exploration_step_adapt = copy.deepcopy(self.step_adapt)
+        self._warmup_settings = self._settings_of_the_warmup()
+        self._start_chain()
+
+    def _take_options(
+        self,
+        surrogate,
+        dynamics: str,
+        *,
+        path_length: float | None,
+        target_accept: float,
+        surrogate_target_accept: float | None,
+        exploration_steps: int | None,
+        training_window: int | None,
+        max_steps: int,
+        start_error: float | None,
+        time_limit: float | None,
+    ) -> None:
+        """Check the options and keep them; an invalid one raises, naming it."""
         self.time_limit = check_positive_number("time_limit", time_limit, allow_none=True)
         self.dynamics = get_dynamics(dynamics)
         self.dynamics.check(surrogate, type(self).__name__)
@@ -213,19 +263,9 @@ class SurrogateHMC(NUTS):
         self.user_path_length = check_positive_number("path_length", path_length, allow_none=True)
         self.max_steps = check_positive_integer("max_steps", max_steps)
         self.start_error = check_positive_number("start_error", start_error, allow_none=True)
-        self.refit_during_tuning = bool(refit_during_tuning)
-        self.schedule = schedule
-        self._surrogate_template = surrogate
-        defaults = inspect.signature(BaseHMC.__init__).parameters
-        self._dual_averaging = tuple(
-            kwargs.get(name, defaults[name].default) for name in _DUAL_AVERAGING
-        )
-        vars = continuous_value_vars(vars, model, type(self).__name__)
-        gradient = has_gradient(model, vars)
-        if not gradient:
-            self._check_gradient_free(surrogate)
-            kwargs["logp_dlogp_func"] = self._logp_only_function(model, vars, kwargs)
-        super().__init__(vars, model=model, target_accept=target_accept, **kwargs)
+
+    def _set_up_exact_model(self, model, kwargs: dict, gradient: bool, reject_errors) -> None:
+        """The one door to the model: logp, gradients, failures and the time limit."""
         self.exact_model = ExactModel(
             model,
             self.vars,
@@ -242,30 +282,29 @@ class SurrogateHMC(NUTS):
                 self.exact_model.limited(self.integrator._logp_dlogp_func),
                 self.exact_model.failures,
             )
-        self.safety_net = SafetyNet.default(
-            safety_net, gradient_free=not gradient, dim=self.exact_model.size
+
+    def _without_gradients(self) -> None:
+        """A values-only model: the schedule for a random walk, and no postponed start."""
+        self.schedule = self.schedule.without_gradients()
+        # Postponing a values-only start wasted the tuning that learning from surrogate
+        # proposals uses better (pharmacokinetic ODE: starts at draw 675 with 23 % held-out
+        # error, no refit left, acceptance 0.3, then a collapse).
+        self.start_error = None
+        _log.info(
+            "%s: the model's logp has no gradient, so it explores with adaptive random-walk "
+            "Metropolis and fits its surrogate to log-density values; after tuning a draw "
+            "still costs one logp.",
+            type(self).__name__,
         )
-        if not gradient:
-            self.schedule = schedule.without_gradients()
-            # Postponing a values-only start wasted the tuning that learning from surrogate
-            # proposals uses better (pharmacokinetic ODE: starts at draw 675 with 23 % held-out
-            # error, no refit left, acceptance 0.3, then a collapse).
-            self.start_error = None
-            _log.info(
-                "%s: the model's logp has no gradient, so it explores with adaptive random-walk "
-                "Metropolis and fits its surrogate to log-density values; after tuning a draw "
-                "still costs one logp.",
-                type(self).__name__,
-            )
-        self._tune_steps = None
-        self._exploration_step_adapt = copy.deepcopy(self.step_adapt)
-        self._warmup_settings = WarmupSettings(
+
+    def _settings_of_the_warmup(self) -> WarmupSettings:
+        return WarmupSettings(
             name=type(self).__name__,
             exact_sampler=self._exact_sampler,
             schedule=self.schedule,
             dynamics=self.dynamics,
             dim=self.exact_model.size,
-            values_only=not gradient,
+            values_only=self.gradient_free,
             learns=self.refit_during_tuning and self.schedule.learns_during_tuning,
             exploration_steps=self.exploration_steps,
             training_window=self.training_window,
@@ -276,7 +315,6 @@ class SurrogateHMC(NUTS):
             max_depth=self.max_treedepth,
             max_energy_change=self.Emax,
         )
-        self._start_chain()
 
     def _check_gradient_free(self, surrogate) -> None:
         """Raise if this configuration cannot sample a model without gradients."""

@@ -405,20 +405,7 @@ class SurrogateWarmup:
             values_only=settings.values_only,
         )
         self._plan_learning(iteration, end_of_tuning)
-        _log.log(
-            log_level,
-            "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
-            "step size %.3g, %s (simulated ESS %.2f per draw).",
-            settings.name,
-            gradients.shape[0],
-            fit_summary(surrogate),
-            best.metric.kind,
-            best.step_size,
-            f"path length {best.path_length:.3g}"
-            if settings.dynamics.chooses_path_length
-            else "NUTS trees",
-            best.ess_mean,
-        )
+        self._tell_fit(log_level, gradients.shape[0])
         if end_of_tuning:
             warnings.warn(
                 f"Tuning ended before {settings.name} finished exploring ({len(self.record)} of "
@@ -428,6 +415,22 @@ class SurrogateWarmup:
                 SurrogateWarning,
                 stacklevel=5,
             )
+
+    def _tell_fit(self, log_level: int, n_points: int) -> None:
+        """One log line: the fit and the trajectories chosen (INFO the first time)."""
+        best, dynamics = self.choice.best, self.settings.dynamics
+        _log.log(
+            log_level,
+            "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
+            "step size %.3g, %s (simulated ESS %.2f per draw).",
+            self.settings.name,
+            n_points,
+            fit_summary(self.surrogate),
+            best.metric.kind,
+            best.step_size,
+            f"path length {best.path_length:.3g}" if dynamics.chooses_path_length else "NUTS trees",
+            best.ess_mean,
+        )
 
     def _plan_learning(self, iteration: int, end_of_tuning: bool) -> None:
         """After a fit: when to refit next, or ``None`` once refits stop paying."""
