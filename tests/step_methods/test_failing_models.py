@@ -129,7 +129,7 @@ def test_an_error_of_the_model_stops_sampling_naming_the_parameters_and_keeps_th
     ("name", "method", "phase"),
     [
         ("RNSHMC", "_exact_draw", "exploration"),
-        ("SparseGridHMC", "_fit", "while fitting the surrogate"),
+        ("SparseGridHMC", "_new_surrogate", "while fitting the surrogate"),
         ("RNSHMC", "_surrogate_draw", "surrogate"),
     ],
 )
@@ -138,7 +138,7 @@ def test_an_error_in_each_phase_says_where_it_happened(name, method, phase):
     model = failing_normal(np.inf, ZeroDivisionError)
     with model:
         step = step_class(**options)
-    arm_when(step, method, "raise", calls=20 if method != "_fit" else 1)
+    arm_when(step, method, "raise", calls=20 if method != "_new_surrogate" else 1)
     with pytest.raises(ModelEvaluationError, match=phase) as caught:
         sample(model, step)
     assert caught.value.draws["x"].shape[0] > 0
@@ -199,7 +199,7 @@ def test_reject_errors_must_be_exception_types(setting):
     ("name", "method", "after_tuning"),
     [
         ("RNSHMC", "_exact_draw", False),
-        ("SparseGridHMC", "_fit", False),
+        ("SparseGridHMC", "_new_surrogate", False),
         ("RNSHMC", "_surrogate_draw", True),
     ],
     ids=["exploring", "fitting", "surrogate draws"],
@@ -210,7 +210,11 @@ def test_an_interrupt_returns_what_was_drawn(name, method, after_tuning):
     with model:
         step = step_class(**options)
     arm_when(
-        step, method, "interrupt", calls=20 if method != "_fit" else 1, after_tuning=after_tuning
+        step,
+        method,
+        "interrupt",
+        calls=20 if method != "_new_surrogate" else 1,
+        after_tuning=after_tuning,
     )
     idata = sample(model, step)
     drawn = idata.posterior.sizes["draw"] if after_tuning else 0
