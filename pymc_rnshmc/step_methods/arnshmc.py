@@ -251,9 +251,7 @@ class ARNSHMC(SurrogateHMC):
             self._replace_surrogate(surrogate)
 
     def _replace_surrogate(self, surrogate) -> None:
-        warmup = self._warmup
-        warmup.surrogate = surrogate
-        warmup.kernel = warmup.kernel._replace(surrogate=surrogate)
+        self._warmup.replace_surrogate(surrogate)
         self.refreshes += 1
         if self._cache is not None:  # keep the exact logp, drop the surrogate's values
             self._cache = self._cache.without_surrogate_values()

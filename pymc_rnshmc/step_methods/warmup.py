@@ -454,6 +454,11 @@ class SurrogateWarmup:
         """The kernel with the step size the adaptation proposes for the next tuning draw."""
         return self.kernel._replace(step_size=self.bounded_step_size(True))
 
+    def replace_surrogate(self, surrogate) -> None:
+        """Drive the kernel by another surrogate (ARNSHMC's refreshes), all else unchanged."""
+        self.surrogate = surrogate
+        self.kernel = self.kernel._replace(surrogate=surrogate)
+
     def learn_from(self, result: DrawResult) -> None:
         """Record a plausible proposal with its exact gradient while learning during tuning.
 

@@ -37,7 +37,7 @@ def test_the_second_stage_uses_the_surrogate_the_tree_followed():
     distorted = DistortedSurrogate("shifted", 0.7)
     distorted.inner = step.surrogate
     distorted.centre, distorted.scale = step._cache.position, np.ones(2)
-    step.surrogate = distorted
+    step._warmup.replace_surrogate(distorted)
     assert np.isfinite(step._cache.surrogate_potential)  # the old surrogate's value, cached
     checked = 0
     for _ in range(30):
