@@ -76,6 +76,29 @@ def test_evaluations_acceptance_and_divergences_come_from_the_stats(comparison):
     assert table.loc[NUTS_NAME, "divergences"] == sample_stat(nuts, "diverging").sum()
 
 
+def test_the_tuning_is_counted_though_its_draws_are_discarded(comparison):
+    for name, run in comparison.runs.items():
+        assert not any(g.startswith("warmup_") for g in runs_module._groups(run.trace)), name
+        logps, gradients = run.tuning_evaluations
+        assert logps >= 2 * 300 and gradients > 0, name  # at least a logp a tuning draw
+    logps, gradients = comparison.runs[NUTS_NAME].tuning_evaluations
+    assert logps == gradients, "NUTS evaluates logp and gradient together"
+
+
+def test_evaluations_to_ess_1000_scale_the_kept_draws_and_add_the_tuning(comparison):
+    for name, run in comparison.runs.items():
+        row = comparison.table.loc[name]
+        ess = min(row["min bulk ESS"], row["min tail ESS"])
+        kept = row["logp evals/draw"] * 2 * 300  # chains x draws
+        expected = run.tuning_evaluations[0] + kept * 1000.0 / ess
+        assert row["logps to ESS 1000"] == pytest.approx(expected, rel=1e-9), name
+        seconds = run.whole_call_seconds + run.draw_seconds * (1000.0 / ess - 1.0)
+        assert row["s to ESS 1000"] == pytest.approx(seconds, rel=1e-9), name
+    surrogate = comparison.table.loc["RNSHMC", "logps to ESS 1000"]
+    nuts = comparison.table.loc[NUTS_NAME, "logps to ESS 1000"]
+    assert surrogate < nuts, "the surrogate's kept draws cost about one logp each"
+
+
 def test_a_run_keeps_its_step_and_the_origin_of_its_clock(comparison):
     assert isinstance(comparison.runs["RNSHMC"].step, RNSHMC)
     assert comparison.runs[NUTS_NAME].step is None  # pm.sample built it
@@ -169,6 +192,8 @@ def test_nuts_variants_take_their_own_options_and_keep_their_tuning_draws(monkey
     for name, tune in ((NUTS_NAME, 100), ("NUTS dense", 60)):
         warmup = comparison.runs[name].trace.warmup_posterior["x"].values
         assert np.asarray(warmup).shape[:2] == (1, tune)
+        steps = np.asarray(comparison.runs[name].trace.warmup_sample_stats["n_steps"].values)
+        assert comparison.runs[name].tuning_evaluations == (steps.sum() + tune,) * 2
 
 
 class FakeNutpie:

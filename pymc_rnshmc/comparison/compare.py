@@ -168,7 +168,11 @@ def compare_samplers(
         (ArviZ), bulk and tail ESS per second of the draws and of the whole call, ``logp
         evals/draw`` and ``grad evals/draw`` (exact evaluations after tuning; NUTS evaluates
         logp and gradient together, once per leapfrog step, and PyMC's once more at the start of
-        each trajectory), ``accept``, ``divergences`` (after tuning), and ``max |dmean|
+        each trajectory), ``logps to ESS 1000`` and ``gradients to ESS 1000`` (exact evaluations
+        of the whole call, tuning included, until the min bulk and tail ESS would reach 1000:
+        the kept draws' scaled by 1000 over the smaller of the two, machine-independent),
+        ``s to ESS 1000`` (the same projection of the whole call's seconds), ``accept``,
+        ``divergences`` (after tuning), and ``max |dmean|
         (MCSE)``: the largest difference of a posterior mean from the reference's, in Monte
         Carlo standard errors of both, over the variables both report.
 

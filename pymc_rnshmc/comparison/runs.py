@@ -21,6 +21,7 @@ __all__ = [
     "NUTS_BACKENDS",
     "NUTS_NAME",
     "SamplerRun",
+    "evaluations",
     "is_backend",
     "nutpie_installed",
     "run_sampler",
@@ -70,6 +71,9 @@ class SamplerRun:
     compile_seconds : float
         nutpie: the part of the whole call spent compiling the model (NaN for ``pm.sample``,
         whose steps compile inside the call).
+    tuning_evaluations : tuple of float
+        Exact logp and gradient evaluations of the tuning draws, over every chain
+        (:func:`evaluations`); NaN when the call did not report them.
     """
 
     name: str
@@ -81,6 +85,7 @@ class SamplerRun:
     step: Any = None
     started: float = np.nan
     compile_seconds: float = np.nan
+    tuning_evaluations: tuple[float, float] = (np.nan, np.nan)
 
 
 def run_sampler(
@@ -129,6 +134,7 @@ def run_sampler(
     """
     model = pm.modelcontext(model)
     name = sampler_name(sampler) if name is None else name
+    discard_tuned_samples = sample_kwargs.pop("discard_tuned_samples", discard_tuned_samples)
     shared = {"tune": tune, "draws": draws, "chains": chains, "cores": cores}
     if is_backend(sampler, "nutpie"):
         options = shared | {"seed": random_seed, "progress_bar": progressbar}
@@ -136,7 +142,7 @@ def run_sampler(
     options = shared | {
         "random_seed": random_seed,
         "progressbar": progressbar,
-        "discard_tuned_samples": discard_tuned_samples,
+        "discard_tuned_samples": False,  # counted, then dropped if asked
         "compute_convergence_checks": False,
     }
     if is_backend(sampler, "pymc"):
@@ -146,7 +152,11 @@ def run_sampler(
         step = None if is_backend(sampler, "pymc") else _build(sampler)
         trace = pm.sample(step=step, **(options | sample_kwargs))
         wall = time.perf_counter() - started
-    return _pymc_run(name, trace, wall, started, step)
+    run = _pymc_run(name, trace, wall, started, step)
+    run.tuning_evaluations = _tuning_evaluations(trace, "pymc")
+    if discard_tuned_samples:
+        _drop_warmup(trace)
+    return run
 
 
 def sampler_name(sampler) -> str:
@@ -190,9 +200,9 @@ def _run_nutpie(name: str, model, options: dict, discard_tuned_samples: bool) ->
     trace = nutpie.sample(compiled, **({"save_warmup": True} | options))
     ended = time.perf_counter()
     draw_seconds = (ended - compiled_at) * _share_after_tuning(trace)
+    tuning = _tuning_evaluations(trace, "nutpie")
     if discard_tuned_samples:
-        for group in [g for g in _groups(trace) if g.startswith("warmup_")]:
-            del trace[group]
+        _drop_warmup(trace)
     return SamplerRun(
         name,
         trace,
@@ -201,7 +211,36 @@ def _run_nutpie(name: str, model, options: dict, discard_tuned_samples: bool) ->
         backend="nutpie",
         started=started,
         compile_seconds=compiled_at - started,
+        tuning_evaluations=tuning,
     )
+
+
+def evaluations(stats, backend: str) -> tuple[np.ndarray, np.ndarray]:
+    """Exact logp and gradient evaluations of each draw of a ``sample_stats`` group.
+
+    The surrogate steps count theirs (``n_logp_evals``, ``n_gradient_evals``). NUTS evaluates
+    logp and gradient together once per leapfrog step, and PyMC's NUTS once more at the start of
+    each trajectory (nutpie reuses it).
+    """
+    if "n_logp_evals" in stats:
+        logps = np.asarray(stats["n_logp_evals"].values, dtype=float)
+        return logps, np.asarray(stats["n_gradient_evals"].values, dtype=float)
+    steps = np.asarray(stats["n_steps"].values, dtype=float) + (backend == "pymc")
+    return steps, steps
+
+
+def _tuning_evaluations(trace, backend: str) -> tuple[float, float]:
+    """The tuning draws' exact evaluations over every chain (NaN if they were not kept)."""
+    if "warmup_sample_stats" not in _groups(trace):
+        return np.nan, np.nan
+    logps, gradients = evaluations(trace.warmup_sample_stats, backend)
+    return float(logps.sum()), float(gradients.sum())
+
+
+def _drop_warmup(trace) -> None:
+    """Remove the ``warmup_*`` groups (InferenceData or DataTree)."""
+    for group in [g for g in _groups(trace) if g.startswith("warmup_")]:
+        del trace[group]
 
 
 def _share_after_tuning(trace) -> float:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from pymc_rnshmc.comparison.runs import SamplerRun
+from pymc_rnshmc.comparison.runs import SamplerRun, evaluations
 
 __all__ = [
     "comparison_table",
@@ -85,13 +85,26 @@ def _stat_mean(stats, *names: str) -> float:
     return np.nan
 
 
-def _evaluations(stats, backend: str) -> tuple[float, float]:
-    """Exact logp and gradient evaluations per draw."""
-    if "n_logp_evals" in stats:
-        return _stat_mean(stats, "n_logp_evals"), _stat_mean(stats, "n_gradient_evals")
-    # NUTS: one joint evaluation per leapfrog step; PyMC's also evaluates each start again
-    steps = _stat_mean(stats, "n_steps") + (1.0 if backend == "pymc" else 0.0)
-    return steps, steps
+TARGET_ESS = 1000.0
+"""The ESS the ``... to ESS 1000`` columns project to: min bulk and tail ESS of every
+coordinate."""
+
+
+def _to_target_ess(run: SamplerRun, logps: np.ndarray, gradients: np.ndarray, ess: float):
+    """Exact evaluations and seconds of the whole call until min bulk and tail ESS reach 1000.
+
+    The tuning's as they were, plus the kept draws' scaled by ``TARGET_ESS / ess`` (ESS grows
+    in proportion to the draws): machine-independent, unlike seconds, and NaN where the tuning's
+    evaluations or the draws' seconds are not known.
+    """
+    scale = TARGET_ESS / ess if ess > 0 else np.inf
+    tuning_logps, tuning_gradients = run.tuning_evaluations
+    seconds = run.whole_call_seconds + run.draw_seconds * (scale - 1.0)
+    return (
+        tuning_logps + logps.sum() * scale,
+        tuning_gradients + gradients.sum() * scale,
+        seconds,
+    )
 
 
 @dataclass
@@ -145,7 +158,8 @@ def comparison_table(runs: Mapping[str, SamplerRun], reference: str | None = Non
     for name, run in runs.items():
         summary, stats = summaries[name], run.trace.sample_stats
         bulk, tail = summary.bulk.min(), summary.tail.min()
-        logps, gradients = _evaluations(stats, run.backend)
+        logps, gradients = evaluations(stats, run.backend)
+        logps_to, gradients_to, seconds_to = _to_target_ess(run, logps, gradients, min(bulk, tail))
         if reference is None:
             difference = np.nan
         elif name == reference:
@@ -163,8 +177,11 @@ def comparison_table(runs: Mapping[str, SamplerRun], reference: str | None = Non
             "tail ESS/s (draws)": tail / run.draw_seconds,
             "bulk ESS/s (call)": bulk / run.whole_call_seconds,
             "tail ESS/s (call)": tail / run.whole_call_seconds,
-            "logp evals/draw": logps,
-            "grad evals/draw": gradients,
+            "logp evals/draw": float(logps.mean()),
+            "grad evals/draw": float(gradients.mean()),
+            "logps to ESS 1000": logps_to,
+            "gradients to ESS 1000": gradients_to,
+            "s to ESS 1000": seconds_to,
             "accept": _stat_mean(stats, "accept", "acceptance_rate", "mean_tree_accept"),
             "divergences": int(np.sum(np.asarray(stats["diverging"].values)))
             if "diverging" in stats
