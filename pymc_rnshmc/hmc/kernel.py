@@ -11,10 +11,12 @@ another driver or pushed over exact draws (the stationarity test).
 numpy only. While tuning, the PyMC step replaces the step size before every draw and passes an
 ``evaluate`` that also asks for gradients when the surrogate learns; neither changes the value.
 
-The path of one draw: :func:`kernel_step` -> :func:`start_point` (the surrogate's potential and
-force at the start, if the draw's start lacks them) ->
-:func:`~pymc_rnshmc.hmc.transition.surrogate_transition` -> ``proposal.propose`` (one surrogate
-gradient a step) -> ``correction.decide`` (one exact ``logp``).
+The path of one draw: :func:`kernel_step` = :func:`kernel_propose` (:func:`start_point`, the
+surrogate's potential and force at the start if the draw's start lacks them, then
+:func:`~pymc_rnshmc.hmc.transition.propose_move`: ``proposal.propose``, one surrogate gradient a
+step) + :func:`kernel_finish` (:func:`~pymc_rnshmc.hmc.transition.judge_move`:
+``correction.decide``, one exact ``logp``). The halves can run apart, so that a driver of many
+chains evaluates their proposals together.
 """
 
 from __future__ import annotations
@@ -31,12 +33,22 @@ from pymc_rnshmc.hmc.proposals import Proposal
 from pymc_rnshmc.hmc.transition import (
     CachedPoint,
     DrawResult,
+    ProposedMove,
+    judge_move,
+    propose_move,
     surrogate_potential_or_target,
-    surrogate_transition,
 )
 from pymc_rnshmc.surrogates.base import Capabilities, for_simulation, potential_and_gradient
 
-__all__ = ["ExactTarget", "SurrogateKernel", "kernel_step", "start_point"]
+__all__ = [
+    "ExactTarget",
+    "PendingDraw",
+    "SurrogateKernel",
+    "kernel_finish",
+    "kernel_propose",
+    "kernel_step",
+    "start_point",
+]
 
 
 class ExactTarget(Protocol):
@@ -148,6 +160,82 @@ def start_point(
     return point._replace(surrogate_potential=potential, force=force, exact_force=exact_force)
 
 
+class PendingDraw(NamedTuple):
+    """A kernel's draw between its two halves: the move made, the correction still to come.
+
+    ``position_to_evaluate`` is where the correction needs the exact ``logp`` (``None``: the
+    move is settled without one). A driver of many chains gathers these positions, evaluates
+    them together (on workers, say), and finishes each draw with :func:`kernel_finish`; the
+    draws are the same as :func:`kernel_step`'s, however the evaluations were run.
+    """
+
+    proposed: ProposedMove
+    surrogate: Any
+    """The surrogate the trajectory moved by."""
+    extras: tuple
+    diagnose: bool
+
+    @property
+    def position_to_evaluate(self) -> np.ndarray | None:
+        return self.proposed.position_to_evaluate
+
+
+def kernel_propose(
+    kernel: SurrogateKernel,
+    point: CachedPoint,
+    rng: np.random.Generator,
+    target: ExactTarget,
+    *,
+    extras: tuple = (),
+    diagnose: bool = True,
+    evaluable: Callable[[np.ndarray], bool] | None = None,
+) -> PendingDraw:
+    """The first half of :func:`kernel_step`: the surrogate move, no exact ``logp`` yet.
+
+    ``target`` is used only where the surrogate's force fails along the trajectory (its exact
+    gradient, counted), never for the move's end.
+    """
+    surrogate = _moving_surrogate(kernel, target)
+    forces = _force_field(kernel, surrogate, target)
+    start = start_point(kernel, point, surrogate, forces)
+    proposed = propose_move(
+        start,
+        kernel.proposal,
+        forces,
+        kernel.step_size,
+        rng,
+        surrogate_potential=surrogate.potential,
+        cast=target.cast,
+        diagnose=diagnose,
+        max_surrogate_energy_change=kernel.max_surrogate_energy_change,
+        evaluable=evaluable,
+    )
+    return PendingDraw(proposed, surrogate, extras, diagnose)
+
+
+def kernel_finish(
+    kernel: SurrogateKernel,
+    pending: PendingDraw,
+    rng: np.random.Generator,
+    evaluate: Callable[[np.ndarray], Evaluation],
+) -> DrawResult:
+    """The second half of :func:`kernel_step`: the correction with the target's evaluation.
+
+    ``evaluate`` gives the target at ``pending.position_to_evaluate`` (an
+    :class:`~pymc_rnshmc.hmc.corrections.Evaluation`); it may return one computed beforehand.
+    ``rng`` must continue the stream the first half drew from.
+    """
+    return judge_move(
+        pending.proposed,
+        kernel.correction,
+        rng,
+        evaluate=evaluate,
+        surrogate_potential=pending.surrogate.potential,
+        extras=pending.extras,
+        diagnose=pending.diagnose,
+    )
+
+
 def kernel_step(
     kernel: SurrogateKernel,
     point: CachedPoint,
@@ -166,22 +254,9 @@ def kernel_step(
     with the target (``surrogate_error``). While tuning, ``evaluate`` may replace the target's
     ``logp`` at the proposal (to ask for its gradient too), and ``evaluable`` may refuse to
     evaluate proposals far outside the explored region; a kept draw uses neither.
+    :func:`kernel_propose` and :func:`kernel_finish` are its two halves.
     """
-    surrogate = _moving_surrogate(kernel, target)
-    forces = _force_field(kernel, surrogate, target)
-    start = start_point(kernel, point, surrogate, forces)
-    return surrogate_transition(
-        start,
-        kernel.proposal,
-        kernel.correction,
-        forces,
-        kernel.step_size,
-        rng,
-        evaluate=evaluate or _logp_evaluation(target),
-        surrogate_potential=surrogate.potential,
-        cast=target.cast,
-        extras=extras,
-        diagnose=diagnose,
-        max_surrogate_energy_change=kernel.max_surrogate_energy_change,
-        evaluable=evaluable,
+    pending = kernel_propose(
+        kernel, point, rng, target, extras=extras, diagnose=diagnose, evaluable=evaluable
     )
+    return kernel_finish(kernel, pending, rng, evaluate or _logp_evaluation(target))

@@ -17,7 +17,15 @@ from pymc_rnshmc.hmc.corrections import Correction, Decision, Evaluation
 from pymc_rnshmc.hmc.force_field import ForceField
 from pymc_rnshmc.hmc.proposals import Move, Proposal
 
-__all__ = ["CachedPoint", "DrawResult", "surrogate_potential_or_target", "surrogate_transition"]
+__all__ = [
+    "CachedPoint",
+    "DrawResult",
+    "ProposedMove",
+    "judge_move",
+    "propose_move",
+    "surrogate_potential_or_target",
+    "surrogate_transition",
+]
 
 
 class CachedPoint(NamedTuple):
@@ -95,6 +103,26 @@ def surrogate_potential_or_target(
     return _or_target(float(surrogate_potential(position)), target_logp)
 
 
+class ProposedMove(NamedTuple):
+    """A surrogate move before its correction: the first half of a transition.
+
+    ``position_to_evaluate`` is where the correction will ask for the target, or ``None`` when
+    the move is rejected (or kept) without an evaluation: a driver of many chains can evaluate
+    those positions together, then finish each move (:func:`judge_move`).
+    """
+
+    start: CachedPoint
+    move: Move
+    end_surrogate: float | None
+    """``U~`` at the end, if the proposal half evaluated it already."""
+    force_field: ForceField
+    step_size: float
+
+    @property
+    def position_to_evaluate(self) -> np.ndarray | None:
+        return self.move.position if _judged(self.move) else None
+
+
 def surrogate_transition(
     start: CachedPoint,
     proposal: Proposal,
@@ -122,7 +150,46 @@ def surrogate_transition(
     (see :func:`_surrogate_diverged`); that costs one surrogate potential a draw. A proposal
     where ``evaluable`` is ``False`` is rejected without evaluating the target, as one that left
     the trust region (:mod:`~pymc_rnshmc.hmc.explored_region`, used while tuning only).
+
+    The two halves, :func:`propose_move` and :func:`judge_move`, can run apart.
     """
+    proposed = propose_move(
+        start,
+        proposal,
+        force_field,
+        step_size,
+        rng,
+        surrogate_potential=surrogate_potential,
+        cast=cast,
+        diagnose=diagnose,
+        max_surrogate_energy_change=max_surrogate_energy_change,
+        evaluable=evaluable,
+    )
+    return judge_move(
+        proposed,
+        correction,
+        rng,
+        evaluate=evaluate,
+        surrogate_potential=surrogate_potential,
+        extras=extras,
+        diagnose=diagnose,
+    )
+
+
+def propose_move(
+    start: CachedPoint,
+    proposal: Proposal,
+    force_field: ForceField,
+    step_size: float,
+    rng: np.random.Generator,
+    *,
+    surrogate_potential: Callable[[np.ndarray], float],
+    cast: Callable[[np.ndarray], np.ndarray],
+    diagnose: bool,
+    max_surrogate_energy_change: float = math.inf,
+    evaluable: Callable[[np.ndarray], bool] | None = None,
+) -> ProposedMove:
+    """The first half of :func:`surrogate_transition`: the move, with no target evaluation."""
     move = proposal.propose(
         start.position, start.force, force_field, step_size, rng, start.exact_force
     )
@@ -134,6 +201,25 @@ def surrogate_transition(
         end_surrogate = float(surrogate_potential(move.position))
         if _surrogate_diverged(start, move, end_surrogate, max_surrogate_energy_change):
             move = move._replace(failed=True)
+    return ProposedMove(start, move, end_surrogate, force_field, step_size)
+
+
+def judge_move(
+    proposed: ProposedMove,
+    correction: Correction,
+    rng: np.random.Generator,
+    *,
+    evaluate: Callable[[np.ndarray], Evaluation],
+    surrogate_potential: Callable[[np.ndarray], float],
+    extras: tuple,
+    diagnose: bool,
+) -> DrawResult:
+    """The second half of :func:`surrogate_transition`: the correction, and the draw's result.
+
+    ``rng`` continues the stream of the first half (the correction draws one uniform).
+    """
+    start, move, end_surrogate = proposed.start, proposed.move, proposed.end_surrogate
+    step_size, force_field = proposed.step_size, proposed.force_field
     decision = correction.decide(start.logp, move, evaluate, rng)
     limit = getattr(correction, "max_energy_change", math.inf)
     if _only_the_surrogate_erred(start, move, decision, surrogate_potential, end_surrogate, limit):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pymc_rnshmc.hmc.corrections import DelayedAcceptance, Evaluation, ExactMetropolis
-from pymc_rnshmc.hmc.kernel import SurrogateKernel, kernel_step
+from pymc_rnshmc.hmc.kernel import SurrogateKernel, kernel_finish, kernel_propose, kernel_step
 from pymc_rnshmc.hmc.metrics import DenseMetric
 from pymc_rnshmc.hmc.proposals import LeapfrogProposal, NutsProposal
 from pymc_rnshmc.hmc.transition import CachedPoint
@@ -97,6 +97,34 @@ def test_a_kept_draw_costs_one_exact_logp(dynamics):
     target = GaussianTarget()
     chain(kernel(dynamics), target, 200, seed=2)
     assert target.evaluations == 1 + 200  # the start's, then one a draw
+
+
+@pytest.mark.parametrize("dynamics", ["hmc", "nuts"])
+def test_chains_whose_proposals_are_evaluated_together_make_the_same_draws(dynamics):
+    """Propose for every chain, evaluate the proposals in one batch, then finish each."""
+    value, target = kernel(dynamics), GaussianTarget()
+    starts = [MEAN.copy(), MEAN + 0.5, MEAN - 0.3]
+    one_by_one = [CachedPoint(q, target.logp(q), ()) for q in starts]
+    batched = list(one_by_one)
+    rngs = [np.random.default_rng(seed) for seed in (11, 12, 13)]
+    twins = [np.random.default_rng(seed) for seed in (11, 12, 13)]
+    for _ in range(30):
+        one_by_one = [
+            kernel_step(value, point, rng, target).end
+            for point, rng in zip(one_by_one, rngs, strict=True)
+        ]
+        pending = [
+            kernel_propose(value, point, rng, target)
+            for point, rng in zip(batched, twins, strict=True)
+        ]
+        wanted = [p.position_to_evaluate for p in pending]
+        logps = [None if q is None else target.logp(q) for q in wanted]  # one batch
+        batched = [
+            kernel_finish(value, p, rng, lambda q, logp=logp: Evaluation(q, logp)).end
+            for p, rng, logp in zip(pending, twins, logps, strict=True)
+        ]
+        for mine, theirs in zip(one_by_one, batched, strict=True):
+            np.testing.assert_array_equal(mine.position, theirs.position)
 
 
 def test_the_kernel_is_a_value_that_pickles_and_replays():
