@@ -24,6 +24,10 @@ from pymc_rnshmc.workloads.pharmacokinetics import (
     one_compartment_data,
     one_compartment_model,
 )
+from pymc_rnshmc.workloads.wide import (
+    correlated_logistic_regression,
+    correlated_logistic_regression_data,
+)
 
 __all__ = [
     "EIGHT_SCHOOLS",
@@ -32,6 +36,8 @@ __all__ = [
     "OneCompartmentData",
     "banana",
     "banana_data",
+    "correlated_logistic_regression",
+    "correlated_logistic_regression_data",
     "eight_schools_centered",
     "eight_schools_noncentered",
     "gaussian_process",

@@ -1,0 +1,262 @@
+"""Where the whole call goes as the model widens: RNSHMC against NUTS with a dense mass matrix.
+
+    python -m benchmarks.wide_models                                   # d = 20 .. 320, seed 1
+    python -m benchmarks.wide_models --dims 20,40 --seeds 1,2 --output wide_models_small
+    python -m benchmarks.wide_models --dims 10 --tune 200 --draws 200 --output smoke_wide_models
+
+The workload is :func:`pymc_rnshmc.workloads.correlated_logistic_regression` (20 000 rows, AR(1)
+correlated predictors). Per width, seed and sampler, one chain of ``--tune`` + ``--draws`` (one
+core, BLAS pinned to one thread), timed as a whole ``pm.sample`` call. The call is split by the
+draws' own timers (``perf_counter_diff``, which include everything done inside a draw) and the
+``phase`` stat:
+
+- **exploring**: exact draws before the surrogate starts (NUTS with its own adaptation);
+- **fits**: the warm-up's fits and refits (timed here by wrapping
+  :meth:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup.fit` and ``refit``; they run inside a
+  draw, and are taken out of that draw's phase);
+- **surrogate tuning** and **net tuning**: surrogate draws and the safety net's exact draws
+  while tuning;
+- **exact fall-back**: exact draws after the surrogate was given up;
+- **kept draws**: the draws after tuning;
+- **outside the draws**: the rest of the call (building the step, compiling, PyMC's own work).
+
+For each, the exact logp and gradient evaluations too. Then the min bulk and tail ESS per kept
+draw over every coefficient (ArviZ), the exact evaluations until both would reach 1000 (tuning
+plus the kept draws scaled), the surrogate's fit (units, held-out error), and its trajectories
+(metric, step size, path length, leapfrog steps a draw, acceptance). NUTS dense
+(``init="jitter+adapt_full"``) is the baseline: its tuning counts as exploring.
+
+Results go to ``benchmarks/results/<output>.{json,md}`` after every run.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import contextlib
+import time
+
+import numpy as np
+import pymc as pm
+
+from benchmarks.measure import run_metadata, write_results
+from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.comparison.table import coordinate_ess, posterior_coordinates
+from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
+from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
+from pymc_rnshmc.workloads import correlated_logistic_regression
+
+PHASES = {0: "exploring", 1: "surrogate tuning", 2: "net tuning", 3: "exact fall-back"}
+"""The ``phase`` stat's codes while tuning, and the part of the call each is."""
+TARGET_ESS = 1000.0
+
+
+@contextlib.contextmanager
+def timed_fits(record: list):
+    """Record ``(iteration, seconds)`` of every warm-up fit and refit while inside."""
+    originals = {name: getattr(SurrogateWarmup, name) for name in ("fit", "refit")}
+
+    def wrap(original):
+        def timed(self, iteration, *args, **kwargs):
+            clock = time.perf_counter()
+            try:
+                return original(self, iteration, *args, **kwargs)
+            finally:
+                record.append((int(iteration), time.perf_counter() - clock))
+
+        return timed
+
+    for name, original in originals.items():
+        setattr(SurrogateWarmup, name, wrap(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(SurrogateWarmup, name, original)
+
+
+def sample(model, sampler: str, args, seed: int):
+    """One timed call; returns the trace, its seconds, the step and the fits' times."""
+    fits: list = []
+    options = {
+        "tune": args.tune,
+        "draws": args.draws,
+        "chains": 1,
+        "cores": 1,
+        "random_seed": seed,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+        "discard_tuned_samples": False,
+    }
+    with model, timed_fits(fits):
+        clock = time.perf_counter()
+        if sampler == "NUTS dense":
+            step = None
+            trace = pm.sample(nuts_sampler="pymc", init="jitter+adapt_full", **options)
+        else:
+            step = RNSHMC()
+            trace = pm.sample(step=step, **options)
+        seconds = time.perf_counter() - clock
+    return trace, seconds, step, fits
+
+
+def _stat(group, name: str, default: float = 0.0) -> np.ndarray:
+    if name in group:
+        return np.asarray(group[name].values, dtype=float).ravel()
+    return np.full(group.sizes["draw"], default)
+
+
+def _evaluations(group) -> tuple[np.ndarray, np.ndarray]:
+    """Exact logps and gradients of each draw (NUTS: its steps and one)."""
+    if "n_logp_evals" in group:
+        return _stat(group, "n_logp_evals"), _stat(group, "n_gradient_evals")
+    steps = _stat(group, "n_steps") + 1.0
+    return steps, steps
+
+
+def breakdown(trace, seconds: float, fits: list) -> dict:
+    """Seconds and exact evaluations of each part of the call (see the module docstring)."""
+    warm, kept = trace.warmup_sample_stats, trace.sample_stats
+    phase = _stat(warm, "phase").astype(int)
+    draw_seconds = _stat(warm, "perf_counter_diff")
+    fit_seconds = np.zeros_like(draw_seconds)
+    for iteration, spent in fits:
+        fit_seconds[min(iteration, len(fit_seconds) - 1)] += spent
+    logps, gradients = _evaluations(warm)
+    parts = {}
+    for code, name in PHASES.items():
+        mine = phase == code
+        parts[name] = {
+            "seconds": float((draw_seconds - fit_seconds)[mine].sum()),
+            "draws": int(mine.sum()),
+            "logps": float(logps[mine].sum()),
+            "gradients": float(gradients[mine].sum()),
+        }
+    parts["fits"] = {"seconds": float(sum(s for _, s in fits)), "count": len(fits)}
+    kept_logps, kept_gradients = _evaluations(kept)
+    parts["kept draws"] = {
+        "seconds": float(_stat(kept, "perf_counter_diff").sum()),
+        "draws": int(kept_logps.size),
+        "logps": float(kept_logps.sum()),
+        "gradients": float(kept_gradients.sum()),
+    }
+    inside = draw_seconds.sum() + parts["kept draws"]["seconds"]
+    parts["outside the draws"] = {"seconds": float(seconds - inside)}
+    return parts
+
+
+def measure(trace, seconds: float, step, fits: list, args) -> dict:
+    """One run's row."""
+    draws = posterior_coordinates(trace.posterior)
+    bulk = float(np.nanmin(coordinate_ess(draws, "bulk")))
+    tail = float(np.nanmin(coordinate_ess(draws, "tail")))
+    parts = breakdown(trace, seconds, fits)
+    tuning_logps = sum(parts[name]["logps"] for name in PHASES.values())
+    scale = TARGET_ESS / min(bulk, tail)
+    kept = trace.sample_stats
+    surrogate_draws = _stat(kept, "used_surrogate", 0.0).astype(bool)
+    row = {
+        "whole call s": seconds,
+        "bulk ESS / draw": bulk / args.draws,
+        "tail ESS / draw": tail / args.draws,
+        "logps to ESS 1000": tuning_logps + parts["kept draws"]["logps"] * scale,
+        "parts": parts,
+        "accept": float(_stat(kept, "accept").mean()),
+        "steps / surrogate draw": float(_stat(kept, "n_steps")[surrogate_draws].mean())
+        if surrogate_draws.any()
+        else None,
+    }
+    if step is not None and step.surrogate is not None:
+        best = step.trajectory_choice.best
+        row |= {
+            "fit": fit_summary(step.surrogate),
+            "held-out gradient error": float(held_out_error(step.surrogate)),
+            "metric": best.metric.kind,
+            "step size": float(step.kernel.step_size),
+            "path length": float(best.path_length),
+        }
+    return row
+
+
+COLUMNS = (
+    "d",
+    "sampler",
+    "seed",
+    "whole call s",
+    "exploring s",
+    "fits s",
+    "surrogate tuning s",
+    "net tuning s",
+    "kept draws s",
+    "outside s",
+    "bulk ESS / draw",
+    "tail ESS / draw",
+    "logps to ESS 1000",
+    "steps / surrogate draw",
+    "held-out gradient error",
+)
+
+
+def _cells(row: dict) -> list[str]:
+    parts = row["parts"]
+    values = {
+        "exploring s": parts["exploring"]["seconds"],
+        "fits s": parts["fits"]["seconds"],
+        "surrogate tuning s": parts["surrogate tuning"]["seconds"],
+        "net tuning s": parts["net tuning"]["seconds"],
+        "kept draws s": parts["kept draws"]["seconds"],
+        "outside s": parts["outside the draws"]["seconds"],
+    }
+    cells = []
+    for column in COLUMNS:
+        value = values.get(column, row.get(column))
+        if isinstance(value, float):
+            cells.append(f"{value:.3g}")
+        else:
+            cells.append("-" if value is None else str(value))
+    return cells
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [
+        f"## Wide models, {meta['date']}",
+        "",
+        f"pymc {meta['pymc']}; {meta['machine']}; tune {meta['tune']}, draws {meta['draws']}, one "
+        "chain per run. Columns: see the docstring of `benchmarks/wide_models.py`.",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    lines += ["| " + " | ".join(_cells(row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dims", default="20,40,80,160,320")
+    parser.add_argument("--seeds", default="1")
+    parser.add_argument("--samplers", default="RNSHMC,NUTS dense")
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--output", default="wide_models")
+    args = parser.parse_args()
+    meta = run_metadata(**vars(args))
+    rows = []
+    for dim in (int(d) for d in args.dims.split(",")):
+        model = correlated_logistic_regression(dim)
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for sampler in args.samplers.split(","):
+                trace, seconds, step, fits = sample(model, sampler, args, seed)
+                row = {"d": dim, "sampler": sampler, "seed": seed}
+                row |= measure(trace, seconds, step, fits, args)
+                rows.append(row)
+                print(" | ".join(_cells(row)), flush=True)
+                write_results(args.output, {**meta, "runs": rows}, markdown(rows, meta))
+
+
+if __name__ == "__main__":
+    main()
