@@ -99,6 +99,16 @@ def test_evaluations_to_ess_1000_scale_the_kept_draws_and_add_the_tuning(compari
     assert surrogate < nuts, "the surrogate's kept draws cost about one logp each"
 
 
+def test_a_step_that_does_not_count_its_evaluations_gets_nan_not_an_error():
+    with independent_normal():
+        run = run_sampler(
+            pm.Metropolis, tune=50, draws=50, chains=1, random_seed=1, progressbar=False
+        )
+    row = comparison_table({"Metropolis": run}).loc["Metropolis"]
+    assert np.isnan(row["logp evals/draw"]) and np.isnan(row["logps to ESS 1000"])
+    assert np.isnan(run.tuning_evaluations[0])
+
+
 def test_a_run_keeps_its_step_and_the_origin_of_its_clock(comparison):
     assert isinstance(comparison.runs["RNSHMC"].step, RNSHMC)
     assert comparison.runs[NUTS_NAME].step is None  # pm.sample built it

@@ -220,11 +220,15 @@ def evaluations(stats, backend: str) -> tuple[np.ndarray, np.ndarray]:
 
     The surrogate steps count theirs (``n_logp_evals``, ``n_gradient_evals``). NUTS evaluates
     logp and gradient together once per leapfrog step, and PyMC's NUTS once more at the start of
-    each trajectory (nutpie reuses it).
+    each trajectory (nutpie reuses it). Other steps report no count: NaN.
     """
     if "n_logp_evals" in stats:
         logps = np.asarray(stats["n_logp_evals"].values, dtype=float)
         return logps, np.asarray(stats["n_gradient_evals"].values, dtype=float)
+    if "n_steps" not in stats:  # another step (Metropolis, DEMetropolisZ): not counted
+        name = next(iter(stats.data_vars))
+        unknown = np.full(np.shape(stats[name].values)[:2], np.nan)
+        return unknown, unknown
     steps = np.asarray(stats["n_steps"].values, dtype=float) + (backend == "pymc")
     return steps, steps
 
