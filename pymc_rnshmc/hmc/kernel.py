@@ -90,6 +90,13 @@ class SurrogateKernel(NamedTuple):
         evaluating the target (finite for surrogates fitted to values alone).
     uses_cached_force : bool
         The proposal starts from the force at its start point (a leapfrog; a tree computes it).
+
+    References
+    ----------
+    .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
+       using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
+    .. [2] Christen, J. A., & Fox, C. (2005). Markov chain Monte Carlo using an approximation.
+       Journal of Computational and Graphical Statistics, 14(4), 795-810.
     """
 
     surrogate: Any

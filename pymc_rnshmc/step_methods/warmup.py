@@ -123,6 +123,14 @@ class SurrogateWarmup:
     settings : WarmupSettings
     tune : int, optional
         The chain's tuning length (``None`` on PyMC 5, which does not tell the step).
+
+    References
+    ----------
+    .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
+       using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
+       (Exploration, then a surrogate fitted to it; here the fit is refitted while tuning.)
+    .. [2] Hoffman, M. D., & Gelman, A. (2014). The No-U-Turn Sampler. Journal of Machine
+       Learning Research, 15, 1593-1623 (the dual averaging of the step size).
     """
 
     def __init__(self, settings: WarmupSettings, tune: int | None) -> None:
