@@ -41,18 +41,17 @@ import contextlib
 import time
 
 import numpy as np
-import pymc as pm
 
 from benchmarks.measure import run_metadata, write_results
 from pymc_rnshmc import RNSHMC
-from pymc_rnshmc.comparison.table import coordinate_ess, posterior_coordinates
+from pymc_rnshmc.comparison import SamplerRun, comparison_table, run_sampler
+from pymc_rnshmc.comparison.runs import evaluations
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
 from pymc_rnshmc.workloads import correlated_logistic_regression
 
 PHASES = {0: "exploring", 1: "surrogate tuning", 2: "net tuning", 3: "exact fall-back"}
 """The ``phase`` stat's codes while tuning, and the part of the call each is."""
-TARGET_ESS = 1000.0
 
 
 @contextlib.contextmanager
@@ -79,29 +78,26 @@ def timed_fits(record: list):
             setattr(SurrogateWarmup, name, original)
 
 
-def sample(model, sampler: str, args, seed: int):
-    """One timed call; returns the trace, its seconds, the step and the fits' times."""
+def sample(model, sampler: str, args, seed: int) -> tuple[SamplerRun, list]:
+    """One timed call (:func:`~pymc_rnshmc.comparison.run_sampler`), tuning draws kept, and the
+    fits' times."""
     fits: list = []
-    options = {
-        "tune": args.tune,
-        "draws": args.draws,
-        "chains": 1,
-        "cores": 1,
-        "random_seed": seed,
-        "progressbar": False,
-        "compute_convergence_checks": False,
-        "discard_tuned_samples": False,
-    }
-    with model, timed_fits(fits):
-        clock = time.perf_counter()
-        if sampler == "NUTS dense":
-            step = None
-            trace = pm.sample(nuts_sampler="pymc", init="jitter+adapt_full", **options)
-        else:
-            step = RNSHMC()
-            trace = pm.sample(step=step, **options)
-        seconds = time.perf_counter() - clock
-    return trace, seconds, step, fits
+    options = {"init": "jitter+adapt_full"} if sampler == "NUTS dense" else {}
+    with timed_fits(fits):
+        run = run_sampler(
+            "pymc" if sampler == "NUTS dense" else RNSHMC,
+            model,
+            name=sampler,
+            tune=args.tune,
+            draws=args.draws,
+            chains=1,
+            cores=1,
+            random_seed=seed,
+            progressbar=False,
+            discard_tuned_samples=False,
+            **options,
+        )
+    return run, fits
 
 
 def _stat(group, name: str, default: float = 0.0) -> np.ndarray:
@@ -110,23 +106,15 @@ def _stat(group, name: str, default: float = 0.0) -> np.ndarray:
     return np.full(group.sizes["draw"], default)
 
 
-def _evaluations(group) -> tuple[np.ndarray, np.ndarray]:
-    """Exact logps and gradients of each draw (NUTS: its steps and one)."""
-    if "n_logp_evals" in group:
-        return _stat(group, "n_logp_evals"), _stat(group, "n_gradient_evals")
-    steps = _stat(group, "n_steps") + 1.0
-    return steps, steps
-
-
-def breakdown(trace, seconds: float, fits: list) -> dict:
+def breakdown(run: SamplerRun, fits: list) -> dict:
     """Seconds and exact evaluations of each part of the call (see the module docstring)."""
-    warm, kept = trace.warmup_sample_stats, trace.sample_stats
+    warm, kept = run.trace.warmup_sample_stats, run.trace.sample_stats
     phase = _stat(warm, "phase").astype(int)
     draw_seconds = _stat(warm, "perf_counter_diff")
     fit_seconds = np.zeros_like(draw_seconds)
     for iteration, spent in fits:
         fit_seconds[min(iteration, len(fit_seconds) - 1)] += spent
-    logps, gradients = _evaluations(warm)
+    logps, gradients = (values.ravel() for values in evaluations(warm, run.backend))
     parts = {}
     for code, name in PHASES.items():
         mine = phase == code
@@ -137,7 +125,7 @@ def breakdown(trace, seconds: float, fits: list) -> dict:
             "gradients": float(gradients[mine].sum()),
         }
     parts["fits"] = {"seconds": float(sum(s for _, s in fits)), "count": len(fits)}
-    kept_logps, kept_gradients = _evaluations(kept)
+    kept_logps, kept_gradients = evaluations(kept, run.backend)
     parts["kept draws"] = {
         "seconds": float(_stat(kept, "perf_counter_diff").sum()),
         "draws": int(kept_logps.size),
@@ -145,27 +133,22 @@ def breakdown(trace, seconds: float, fits: list) -> dict:
         "gradients": float(kept_gradients.sum()),
     }
     inside = draw_seconds.sum() + parts["kept draws"]["seconds"]
-    parts["outside the draws"] = {"seconds": float(seconds - inside)}
+    parts["outside the draws"] = {"seconds": float(run.whole_call_seconds - inside)}
     return parts
 
 
-def measure(trace, seconds: float, step, fits: list, args) -> dict:
-    """One run's row."""
-    draws = posterior_coordinates(trace.posterior)
-    bulk = float(np.nanmin(coordinate_ess(draws, "bulk")))
-    tail = float(np.nanmin(coordinate_ess(draws, "tail")))
-    parts = breakdown(trace, seconds, fits)
-    tuning_logps = sum(parts[name]["logps"] for name in PHASES.values())
-    scale = TARGET_ESS / min(bulk, tail)
-    kept = trace.sample_stats
+def measure(run: SamplerRun, fits: list, args) -> dict:
+    """One run's row: the package's comparison table, the call's parts, the trajectories."""
+    table = comparison_table({run.name: run}).loc[run.name]
+    kept, step = run.trace.sample_stats, run.step
     surrogate_draws = _stat(kept, "used_surrogate", 0.0).astype(bool)
     row = {
-        "whole call s": seconds,
-        "bulk ESS / draw": bulk / args.draws,
-        "tail ESS / draw": tail / args.draws,
-        "logps to ESS 1000": tuning_logps + parts["kept draws"]["logps"] * scale,
-        "parts": parts,
-        "accept": float(_stat(kept, "accept").mean()),
+        "whole call s": run.whole_call_seconds,
+        "bulk ESS / draw": table["min bulk ESS"] / args.draws,
+        "tail ESS / draw": table["min tail ESS"] / args.draws,
+        "logps to ESS 1000": table["logps to ESS 1000"],
+        "parts": breakdown(run, fits),
+        "accept": table["accept"],
         "steps / surrogate draw": float(_stat(kept, "n_steps")[surrogate_draws].mean())
         if surrogate_draws.any()
         else None,
@@ -250,9 +233,8 @@ def main() -> None:
         model = correlated_logistic_regression(dim)
         for seed in (int(s) for s in args.seeds.split(",")):
             for sampler in args.samplers.split(","):
-                trace, seconds, step, fits = sample(model, sampler, args, seed)
-                row = {"d": dim, "sampler": sampler, "seed": seed}
-                row |= measure(trace, seconds, step, fits, args)
+                run, fits = sample(model, sampler, args, seed)
+                row = {"d": dim, "sampler": sampler, "seed": seed} | measure(run, fits, args)
                 rows.append(row)
                 print(" | ".join(_cells(row)), flush=True)
                 write_results(args.output, {**meta, "runs": rows}, markdown(rows, meta))

@@ -791,9 +791,6 @@ class SurrogateHMC(NUTS):
         point = CachedPoint(position.copy(), logp, extras)
         return point, int(evaluation.exact), not evaluation.exact
 
-    def _exact_gradient(self, position: np.ndarray) -> np.ndarray:
-        return self.exact_model.potential_and_gradient(position)[1]
-
     def _evaluate_logp(self, position: np.ndarray) -> Evaluation:
         return Evaluation(position, self.exact_model.logp(position))
 

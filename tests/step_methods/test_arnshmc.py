@@ -253,7 +253,10 @@ def test_a_refresh_replaces_the_cached_start_gradient():
     assert step.surrogate is not before and step._cache.force is None
     kernel = step.kernel
     assert kernel.surrogate is step.surrogate
-    force_field = ForceField(step.surrogate.gradient, step._exact_gradient, kernel.force_bound)
+    exact_gradient = step.exact_model.potential_and_gradient  # (U, grad U): its gradient below
+    force_field = ForceField(
+        step.surrogate.gradient, lambda q: exact_gradient(q)[1], kernel.force_bound
+    )
     start, n_evals, _ = step._current_logp(position)
     assert n_evals == 0  # the exact logp stays cached
     point = start_point(kernel, start, step.surrogate, force_field)
