@@ -142,7 +142,6 @@ class SurrogateWarmup:
         self.choice: TrajectoryChoice | None = None
         self.kernel: SurrogateKernel | None = None
         self.adaptation = None
-        self.step_size_bounds = (0.0, np.inf)
         self.explored_region: ExploredRegion | None = None
         self.laplace = None
         self.next_refit: int | None = None
@@ -186,8 +185,11 @@ class SurrogateWarmup:
         return self._bounded(float(self.adaptation.current(tune)))
 
     def _bounded(self, step_size: float) -> float:
-        low, high = self.step_size_bounds
-        return float(np.clip(step_size, low, high))
+        """``step_size`` within a decade of the chosen one (as it is before the first choice)."""
+        if self.choice is None:
+            return float(step_size)
+        chosen = self.choice.best.step_size
+        return float(np.clip(step_size, 0.1 * chosen, 10.0 * chosen))
 
     # ----------------------------------------------------------------- fits
     def fit_if_due(self, iteration: int, rng, host: WarmupHost) -> None:
@@ -393,7 +395,6 @@ class SurrogateWarmup:
         self.fitted_rows = (len(self.record) - positions.shape[0], len(self.record))
         self.choice = choice
         self.explored_region = ExploredRegion.around(positions)
-        self.step_size_bounds = (0.1 * best.step_size, 10.0 * best.step_size)
         # Dual averaging explores around ten times its initial step; start it at a tenth so it
         # centres on the simulated step size, unless no tuning is left to adapt.
         initial = best.step_size if end_of_tuning else 0.1 * best.step_size

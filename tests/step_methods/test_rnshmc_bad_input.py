@@ -448,7 +448,8 @@ def test_trajectories_capped_by_max_steps_are_told_at_the_end_of_tuning():
     # SparseGridHMC on a 7-d hierarchy tuned its step size down to its floor, so every
     # trajectory stopped at max_steps, silently: now the end of tuning says so
     step = step_in_surrogate_phase(independent_normal())
-    step._warmup.step_size_bounds = (0.0, step.path_length / (3 * step.max_steps))
+    capped = step.path_length / (3 * step.max_steps)
+    step._warmup.bounded_step_size = lambda tune: capped
     with pytest.warns(SurrogateWarning, match=f"stop at max_steps={step.max_steps}"):
         step.stop_tuning()
 
