@@ -76,6 +76,14 @@ PHASES = ("exploring", "surrogate", "safety net", "exact")
 """The labels of the ``phase`` stat's codes 0-3 (the progress bar shows them)."""
 
 _NUTS_RENAMES = {"depth": "tree_depth", "mean_tree_accept": "accept", "tree_size": "n_steps"}
+_EXACT_DRAW = {
+    "used_surrogate": False,
+    "safety_net": False,
+    "surrogate_error": np.nan,
+    "surrogate_accept": np.nan,
+    "left_trust_region": False,
+}
+"""The surrogate's stats on an exact draw (the step marks a safety-net draw itself)."""
 
 
 def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
@@ -87,13 +95,8 @@ def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
     converted["accepted"] = bool(converted["index_in_trajectory"] != 0)
     converted["n_logp_evals"] = n_steps + 1
     converted["n_gradient_evals"] = n_steps + 1
-    converted["used_surrogate"] = False
-    converted["safety_net"] = False
     converted["phase"] = 0
-    converted["surrogate_error"] = np.nan
-    converted["surrogate_accept"] = np.nan
-    converted["left_trust_region"] = False
-    return converted
+    return converted | _EXACT_DRAW
 
 
 def surrogate_draw_stats(
@@ -174,15 +177,10 @@ def exact_draw_stats(
         "model_logp": logp,
         "n_logp_evals": n_logp_evals,
         "n_gradient_evals": n_gradient_evals,
-        "used_surrogate": False,
-        "safety_net": False,
-        "surrogate_error": np.nan,
-        "surrogate_accept": np.nan,
-        "left_trust_region": False,
         "smallest_eigval": smallest,
         "largest_eigval": largest,
         "warning": None,
-    }
+    } | _EXACT_DRAW
 
 
 def progressbar_config(n_chains: int = 1):
