@@ -185,7 +185,7 @@ class ARNSHMC(SurrogateHMC):
 
     # ----------------------------------------------------------------- hooks
     def _after_fit(self) -> None:
-        positions, potentials, gradients = self._training_window()
+        positions, potentials, gradients = self._warmup.training_window()
         self._learner = self.surrogate.online_estimator(positions, potentials, gradients)
 
     def _before_draw(self) -> None:

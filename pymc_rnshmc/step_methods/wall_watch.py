@@ -20,7 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["WALL_NATS", "WallWatch"]
+import numpy as np
+
+__all__ = ["WALL_NATS", "WallWatch", "wall_between"]
 
 WALL_NATS = 10.0
 """A wall this high (surrogate trajectories reach behind it ``exp(-10)`` = 1/22,000 as often as
@@ -32,6 +34,19 @@ tuning had a median of 9.2 nats, and 19 runs met one of 10 or more, so the warni
 on curved and heavy-tailed posteriors.
 It is a measured threshold, not a bound: two banana runs with tails 6.6 and 8.2 MCSE off met
 walls of only 3.4 and 4.8 nats."""
+
+
+def wall_between(surrogate, start, end: np.ndarray, end_logp: float) -> float:
+    """The wall an exact move from ``start`` (a cached point) to ``end`` crossed, in nats.
+
+    NaN if the move stayed put or either potential is not finite.
+    """
+    if np.array_equal(start.position, end):
+        return math.nan
+    with np.errstate(all="ignore"):
+        wall = float(surrogate.potential(end)) - float(surrogate.potential(start.position))
+        wall += float(end_logp) - start.logp
+    return wall if math.isfinite(wall) else math.nan
 
 
 @dataclass

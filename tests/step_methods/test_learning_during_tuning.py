@@ -143,8 +143,8 @@ def test_exact_nuts_resuming_while_tuning_adapts_its_step_size_afresh_if_tuning_
     with correlated_normal():
         step = RNSHMC()
     start_chain(step, seed=1, tune=1000, draws=100)
-    step._warmup.tune = 1000  # PyMC 5 does not tell the step; then it always adapts afresh
-    explored = step.step_adapt  # exploration's NUTS adaptation (surrogate draws adapt their own)
+    nuts = step._explorer.nuts  # exploration's NUTS (surrogate draws adapt their own)
+    explored = nuts.step_adapt
     for accept in np.linspace(0.3, 1.0, 500):
         explored.update(accept, True)
     accepts = np.linspace(0.0, 1.0, 40)
@@ -154,11 +154,14 @@ def test_exact_nuts_resuming_while_tuning_adapts_its_step_size_afresh_if_tuning_
             adaptation.update(accept, True)
         return [adaptation.current(True), adaptation.current(False)]
 
-    step.iter_count = 600
-    resumed = step._resumed_adaptation()
-    new = DualAverageAdaptation(explored.current(False), step.target_accept, 0.05, 0.75, 10)
+    step._explorer.resume(tuning_draws_left=400)
+    resumed = nuts.step_adapt
+    new = DualAverageAdaptation(explored.current(False), nuts.target_accept, 0.05, 0.75, 10)
     assert step_sizes(resumed) == step_sizes(new)
-    step.iter_count = 950  # 50 tuning draws left: too few to adapt afresh
-    kept = step._resumed_adaptation()
+    nuts.step_adapt = explored
+    step._explorer.resume(tuning_draws_left=50)  # too few to adapt afresh
+    kept = nuts.step_adapt
     assert kept is not explored
     assert step_sizes(kept) == step_sizes(copy.deepcopy(explored))
+    step._explorer.resume(tuning_draws_left=None)  # PyMC 5 does not say: afresh
+    assert nuts.step_adapt is not kept

@@ -167,7 +167,7 @@ def test_each_exact_evaluation_of_the_step_is_limited_and_counted(model):
     assert exact.potential_and_gradient(SLOW_POINT)[0] == math.inf
     q = DictToArrayBijection.map({"x": SLOW_POINT})
     with pytest.raises(IntegrationError):  # PyMC's NUTS: a divergence
-        step.integrator.compute_state(q, np.zeros(2))
+        step._explorer.nuts.integrator.compute_state(q, np.zeros(2))
     assert time.perf_counter() - start < 3 * LIMIT + 2.0, "an evaluation ran to its end"
     count, first = exact.failures.take()
     assert count == 3
@@ -182,7 +182,7 @@ def test_without_a_time_limit_the_compiled_functions_are_called_directly():
     limited = (TimeLimited, TimeLimit)
     assert not isinstance(step.exact_model._logp, limited)
     assert not isinstance(step.exact_model._joint, limited)
-    assert not isinstance(step.integrator._logp_dlogp_func.function, limited)
+    assert not isinstance(step._explorer.nuts.integrator._logp_dlogp_func.function, limited)
     start_chain(step, seed=1, tune=10, draws=10)
     start = time.perf_counter()
     assert step.exact_model.logp(SLOW_POINT) == -4.5  # slow, but finished
