@@ -252,7 +252,7 @@ class ShiftedRNSHMC(RNSHMC):
         return ShiftedMetropolis(self.offset, self.Emax)
 
     def _after_fit(self) -> None:
-        self._cache = None  # it holds the logp of the unmoved posterior
+        self._chain.cache = None  # it holds the logp of the unmoved posterior
 
 
 class SurrogateAcceptanceRNSHMC(RNSHMC):
@@ -280,7 +280,7 @@ class SurrogateAcceptanceRNSHMC(RNSHMC):
         return ApproximateMetropolis(self.surrogate.potential, self.Emax)
 
     def _after_fit(self) -> None:
-        self._cache = None  # it holds the exact logp
+        self._chain.cache = None  # it holds the exact logp
 
 
 @dataclass(frozen=True)

@@ -253,5 +253,4 @@ class ARNSHMC(SurrogateHMC):
     def _replace_surrogate(self, surrogate) -> None:
         self._warmup.replace_surrogate(surrogate)
         self.refreshes += 1
-        if self._cache is not None:  # keep the exact logp, drop the surrogate's values
-            self._cache = self._cache.without_surrogate_values()
+        self._chain.forget_surrogate_values()

@@ -21,9 +21,10 @@ import pytensor.gradient
 
 from pymc_rnshmc.exceptions import EvaluationTimeout
 from pymc_rnshmc.step_methods.model_failures import ModelFailures, ParameterLayout
+from pymc_rnshmc.step_methods.options import compile_options
 from pymc_rnshmc.step_methods.time_limit import TimeLimit
 
-__all__ = ["ExactModel", "has_gradient"]
+__all__ = ["ExactModel", "compiled_logp", "has_gradient"]
 
 
 def has_gradient(model, vars) -> bool:
@@ -37,6 +38,24 @@ def has_gradient(model, vars) -> bool:
     except (NotImplementedError, pytensor.gradient.NullTypeGradError):
         return False
     return True
+
+
+def compiled_logp(model, vars, gradient: bool, options: dict):
+    """PyMC's joint logp-and-gradient function of ``vars``, or logp alone without gradients.
+
+    ``options``: the step's keywords (``dtype``, ``initial_point``, ``compile_kwargs`` and
+    ``pytensor.function``'s), as PyMC's NUTS takes them.
+    """
+    function = model.logp_dlogp_function(
+        vars,
+        compute_grads=gradient,
+        dtype=options.get("dtype"),
+        ravel_inputs=True,
+        initial_point=options.get("initial_point"),
+        **compile_options(options),
+    )
+    function.trust_input = True
+    return function
 
 
 class ExactModel:

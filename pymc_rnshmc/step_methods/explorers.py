@@ -19,6 +19,7 @@ exact evaluation the draw made that the warm-up may record.
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from typing import Any, NamedTuple
 
@@ -32,14 +33,42 @@ from pymc.step_methods.step_sizes import DualAverageAdaptation
 
 from pymc_rnshmc.exploration.adaptive_metropolis import AdaptiveMetropolis
 from pymc_rnshmc.hmc.transition import CachedPoint
+from pymc_rnshmc.step_methods.model_failures import GuardedLogpGradient
+from pymc_rnshmc.step_methods.options import nuts_option
 from pymc_rnshmc.step_methods.reporting import exact_draw_stats, nuts_stats_to_surrogate_stats
 from pymc_rnshmc.surrogates.laplace import LaplaceStart, laplace_start
 
-__all__ = ["ExactDraw", "NUTSExplorer", "RandomWalkExplorer"]
+__all__ = ["ExactDraw", "NUTSExplorer", "RandomWalkExplorer", "new_explorer"]
+
+_log = logging.getLogger("pymc.rnshmc")
 
 FRESH_ADAPTATION_DRAWS = 100
 """Exact NUTS resuming while tuning adapts its step size afresh if at least this many tuning
 draws remain (or PyMC 5 does not say how many), and otherwise keeps exploration's."""
+
+
+def new_explorer(sampler: str, exact_model, vars, function, nuts_options: dict):
+    """The chain's exact sampler: PyMC's NUTS, or a random walk for a model without gradients.
+
+    NUTS shares the step's compiled ``function``, and its leapfrog fails and is limited in time
+    as the exact model is.
+    """
+    dual_averaging = tuple(nuts_option(nuts_options, name) for name in ("gamma", "k", "t0"))
+    if exact_model.has_gradient:
+
+        def guard(function):
+            return GuardedLogpGradient(exact_model.limited(function), exact_model.failures)
+
+        return NUTSExplorer(vars, function, guard, dual_averaging, **nuts_options)
+    _log.info(
+        "%s: the model's logp has no gradient, so it explores with adaptive random-walk "
+        "Metropolis and fits its surrogate to log-density values; after tuning a draw "
+        "still costs one logp.",
+        sampler,
+    )
+    first_step = nuts_option(nuts_options, "step_scale") / exact_model.size**0.25
+    first_step = float(np.exp(np.log(first_step)))  # as NUTS's dual averaging gives it back
+    return RandomWalkExplorer(exact_model, first_step, dual_averaging)
 
 
 class ExactDraw(NamedTuple):
@@ -85,7 +114,8 @@ class NUTSExplorer(WithSamplingState):
         Wraps the function PyMC's leapfrog calls, so that it fails and is limited in time as
         the step's exact model is (:mod:`~pymc_rnshmc.step_methods.model_failures`).
     dual_averaging : tuple
-        PyMC's ``(gamma, k, t0)``, for an adaptation restarted while tuning.
+        PyMC's ``(gamma, k, t0)``, for an adaptation restarted while tuning (and for the
+        surrogate step size's).
     **nuts_options
         Passed on to :class:`pymc.NUTS` (``model``, ``target_accept``, ``scaling``, ...).
 
@@ -96,11 +126,15 @@ class NUTSExplorer(WithSamplingState):
     """
 
     _state_class = _NUTSExplorerState
+    needs_logp = False
+    """NUTS evaluates its own starting point."""
+    description = "exact NUTS"
+    """What samples when the surrogate does not, for messages."""
 
     def __init__(self, vars, function, guard, dual_averaging: tuple, **nuts_options) -> None:
         self.nuts = _NUTSKeepingTheEnd(vars, logp_dlogp_func=function, **nuts_options)
         self.nuts.integrator._logp_dlogp_func = guard(self.nuts.integrator._logp_dlogp_func)
-        self._dual_averaging = dual_averaging
+        self.dual_averaging = dual_averaging
         self._initial_adaptation = copy.deepcopy(self.nuts.step_adapt)
 
     def use_rng(self, rng: np.random.Generator) -> np.random.Generator:
@@ -179,7 +213,7 @@ class NUTSExplorer(WithSamplingState):
             self.nuts.step_adapt = copy.deepcopy(explored)
             return
         self.nuts.step_adapt = DualAverageAdaptation(
-            float(explored.current(False)), self.nuts.target_accept, *self._dual_averaging
+            float(explored.current(False)), self.nuts.target_accept, *self.dual_averaging
         )
 
     def step_size(self) -> float:
@@ -206,6 +240,8 @@ class RandomWalkExplorer(WithSamplingState):
     first_step_size : float
         The surrogate dynamics' first guess of a leapfrog step size, which a random walk's
         scale is not: PyMC's NUTS starts from ``0.25 / d ** 0.25``.
+    dual_averaging : tuple
+        PyMC's ``(gamma, k, t0)``, for the surrogate step size's adaptation.
 
     References
     ----------
@@ -214,10 +250,14 @@ class RandomWalkExplorer(WithSamplingState):
     """
 
     _state_class = _RandomWalkState
+    needs_logp = True
+    """A draw starts from the chain's ``logp``, which the step knows or evaluates."""
+    description = "the exact random-walk Metropolis (its adaptation fixed after tuning)"
 
-    def __init__(self, exact_model, first_step_size: float) -> None:
+    def __init__(self, exact_model, first_step_size: float, dual_averaging: tuple) -> None:
         self.exact_model = exact_model
         self.first_step_size = first_step_size
+        self.dual_averaging = dual_averaging
         self.start_chain()
 
     def use_rng(self, rng: np.random.Generator) -> np.random.Generator:

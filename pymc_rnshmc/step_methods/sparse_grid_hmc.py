@@ -224,7 +224,7 @@ class SparseGridHMC(SurrogateHMC):
     def _after_fit(self) -> None:
         if self.exact_acceptance:
             return
-        self._cache = None  # the cached exact logp is not the approximate target's
+        self._chain.cache = None  # the cached exact logp is not the approximate target's
         warnings.warn(
             "SparseGridHMC(exact_acceptance=False) uses the grid's potential in the "
             "Metropolis test inside the box, so the draws come from an approximation of the "

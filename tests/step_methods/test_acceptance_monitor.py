@@ -27,7 +27,7 @@ def test_a_wrong_surrogate_is_named_with_its_error():
 def test_the_remedy_names_the_samplers_own_setting():
     with correlated_normal():
         step = SparseGridHMC()
-    monitor = step._acceptance_monitor
+    monitor = step._chain.acceptance_monitor
     messages = [monitor.record(0.1, 0.95, 2.0) for _ in range(monitor.draws)]
     assert "max_points" in messages[-1] and "n_hidden" not in messages[-1]
 

@@ -248,9 +248,9 @@ def test_without_the_tuning_length_postponement_is_bounded():
 def test_a_refresh_replaces_the_cached_start_gradient():
     step, _ = in_surrogate_phase(seed=7)
     before = step.surrogate
-    position = step._cache.position.copy()
+    position = step._chain.cache.position.copy()
     step._update_surrogate()  # a_t = 1: refreshes
-    assert step.surrogate is not before and step._cache.force is None
+    assert step.surrogate is not before and step._chain.cache.force is None
     kernel = step.kernel
     assert kernel.surrogate is step.surrogate
     exact_gradient = step.exact_model.potential_and_gradient  # (U, grad U): its gradient below

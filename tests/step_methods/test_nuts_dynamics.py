@@ -36,12 +36,12 @@ def test_the_second_stage_uses_the_surrogate_the_tree_followed():
     point, _ = step.step(point)
     distorted = DistortedSurrogate("shifted", 0.7)
     distorted.inner = step.surrogate
-    distorted.centre, distorted.scale = step._cache.position, np.ones(2)
+    distorted.centre, distorted.scale = step._chain.cache.position, np.ones(2)
     step._warmup.replace_surrogate(distorted)
-    assert np.isfinite(step._cache.surrogate_potential)  # the old surrogate's value, cached
+    assert np.isfinite(step._chain.cache.surrogate_potential)  # the old surrogate's value, cached
     checked = 0
     for _ in range(30):
-        start, logp_start = step._cache.position.copy(), step._cache.logp
+        start, logp_start = step._chain.cache.position.copy(), step._chain.cache.logp
         point, stats = step.step(point)
         (stats,) = stats
         if stats["n_logp_evals"] == 0 or stats["diverging"]:

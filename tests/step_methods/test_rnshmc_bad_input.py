@@ -24,7 +24,7 @@ from pymc.exceptions import SamplingError
 from scipy import stats
 
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate, SurrogateWarning
-from pymc_rnshmc.step_methods.surrogate_hmc import _Host
+from pymc_rnshmc.step_methods.chain import _Host
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import (
     CORRELATED_COVARIANCE,
@@ -466,5 +466,5 @@ def test_a_refit_searches_step_sizes_from_within_a_decade_of_the_current_choice(
         step.dynamics, "choose", lambda s, setting: seen.append(setting) or choose(s, setting)
     )
     chosen = step.trajectory_choice.best.step_size
-    step._warmup.refit(step.iter_count, step.rng, _Host(step))
+    step._warmup.refit(step._chain.iter_count, step.rng, _Host(step._chain, step))
     assert seen[0].step_size >= 0.1 * chosen

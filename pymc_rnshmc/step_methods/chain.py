@@ -1,0 +1,377 @@
+"""One chain of a surrogate sampler, advanced a draw at a time.
+
+:class:`SurrogateChain` holds what a chain has (its exact explorer, its warm-up, its current
+point with what is known there, its counters and monitors) and makes each draw: an exact draw
+while exploring or after a fall-back, a safety-net draw, or a surrogate draw of the warm-up's
+kernel. It knows nothing of PyMC's step protocol: the step
+(:class:`~pymc_rnshmc.step_methods.surrogate_hmc.SurrogateHMC`) hands it each draw's position,
+tuning flag and generator, and its configuration's hooks (:class:`ChainHooks`), and passes the
+stats on to PyMC.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Protocol
+
+import numpy as np
+from pymc.blocking import RaveledVars
+from pymc.stats.convergence import SamplerWarning, WarningType
+from pymc.step_methods.state import DataClassState, WithSamplingState, dataclass_state
+from pymc.step_methods.step_sizes import DualAverageAdaptation
+
+from pymc_rnshmc.exceptions import ModelEvaluationError, SurrogateWarning
+from pymc_rnshmc.hmc.corrections import Correction, Evaluation
+from pymc_rnshmc.hmc.kernel import kernel_step
+from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
+from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
+from pymc_rnshmc.step_methods.chain_log import ChainLog
+from pymc_rnshmc.step_methods.explorers import ExactDraw
+from pymc_rnshmc.step_methods.reporting import surrogate_draw_stats
+from pymc_rnshmc.step_methods.safety_net import SafetyNet
+from pymc_rnshmc.step_methods.schedule import Phase
+from pymc_rnshmc.step_methods.surrogate_draws import (
+    adaptation_accept,
+    current_point,
+    exact_forces_message,
+    uses_exact_forces,
+)
+from pymc_rnshmc.step_methods.wall_watch import WALL_NATS, WallWatch, wall_between
+from pymc_rnshmc.step_methods.warmup import SurrogateWarmup, WarmupSettings
+
+__all__ = ["ChainHooks", "SurrogateChain"]
+
+SURROGATE_ERROR_EVERY = 10
+"""After tuning, the ``surrogate_error`` statistic is computed on every this-many-th draw."""
+
+
+class ChainHooks(Protocol):
+    """What a configuration adds to a chain (the step's hooks; see its module docstring)."""
+
+    def _new_surrogate(self) -> Any: ...
+    def _correction(self) -> Correction: ...
+    def _after_fit(self) -> None: ...
+    def _before_draw(self) -> None: ...
+    def _evaluate_end(self, position: np.ndarray) -> Evaluation: ...
+    def _after_draw(self, result: DrawResult | None) -> dict[str, Any]: ...
+
+
+@dataclass_state
+class _ChainState(DataClassState):
+    iter_count: int
+    divergences: int
+    tune: bool
+    warmup: SurrogateWarmup
+    cache: CachedPoint | None
+    warned_exact_forces: bool
+    explorer: Any
+
+
+class SurrogateChain(WithSamplingState):
+    """A surrogate sampler's chain: explorer, warm-up, current point, counters and monitors.
+
+    Parameters
+    ----------
+    settings : WarmupSettings
+        The configuration's fixed choices (its name, dynamics, schedule, ...).
+    tune : int, optional
+        The chain's tuning length (``None`` on PyMC 5, which does not say).
+    explorer : NUTSExplorer or RandomWalkExplorer
+        The exact sampler (:mod:`~pymc_rnshmc.step_methods.explorers`), started afresh here.
+    exact_model : ExactModel
+        The door to the model.
+    safety_net : SafetyNet
+        The share of exact draws in the surrogate phase.
+    dual_averaging : tuple
+        PyMC's ``(gamma, k, t0)`` for the surrogate step size's adaptation.
+    richer_surrogate : str
+        How to give the surrogate more capacity, for warnings.
+    """
+
+    _state_class = _ChainState
+
+    def __init__(
+        self,
+        settings: WarmupSettings,
+        tune: int | None,
+        explorer,
+        exact_model,
+        safety_net: SafetyNet,
+        dual_averaging: tuple,
+        richer_surrogate: str,
+    ) -> None:
+        self.settings, self.explorer, self.exact_model = settings, explorer, exact_model
+        self.safety_net, self.dual_averaging = safety_net, dual_averaging
+        self.richer_surrogate = richer_surrogate
+        self.iter_count = self.divergences = 0
+        self.tune = True
+        self.warmup = SurrogateWarmup(settings, tune)
+        self.cache: CachedPoint | None = None
+        self.warned_exact_forces = False
+        self.acceptance_monitor = AcceptanceMonitor(
+            settings.name, richer_surrogate=richer_surrogate
+        )
+        self.wall_watch = WallWatch(settings.name)
+        self.log = ChainLog(settings.name)
+        explorer.start_chain()
+        exact_model.failures.take()
+
+    @property
+    def phase(self) -> Phase:
+        return self.warmup.phase
+
+    def forget_surrogate_values(self) -> None:
+        """Keep the cached exact ``logp``, drop the old surrogate's values (it changed)."""
+        if self.cache is not None:
+            self.cache = self.cache.without_surrogate_values()
+
+    # ----------------------------------------------------------------- one draw
+    def draw(
+        self, q0: RaveledVars, tune: bool, rng, hooks: ChainHooks
+    ) -> tuple[RaveledVars, dict[str, Any]]:
+        """Fit if due, then one draw of the chain's phase; its stats (without timings)."""
+        self.tune = tune
+        hooks._before_draw()
+        activity = "while fitting the surrogate"
+        try:
+            if tune:
+                self.warmup.fit_if_due(self.iter_count, rng, _Host(self, hooks))
+            activity = f"in a draw of the {self.phase} phase"
+            q_new, stats = self._phase_draw(q0, rng, hooks)
+        except ModelEvaluationError as error:
+            self.log.locate(error, activity, self.exact_model.failures.layout)
+            raise
+        self.iter_count += 1
+        count, first = self.exact_model.failures.take()
+        stats["model_failures"] = count
+        warning = self.log.failure_warning(first, self.iter_count)
+        if warning is not None:
+            stats["warning"] = warning
+        self.log.add(q_new.data, tune)
+        return q_new, stats
+
+    def _phase_draw(self, q0: RaveledVars, rng, hooks) -> tuple[RaveledVars, dict[str, Any]]:
+        """An exact, a safety-net or a surrogate draw, as the phase and the net say."""
+        result = None
+        if self.phase != Phase.SURROGATE:
+            q_new, stats = self._exact_draw(q0, rng)
+            stats["phase"] = 3 if self.phase == Phase.EXACT else 0
+        elif self._net_applies() and self.safety_net.catches(rng):
+            q_new, stats = self._safety_net_draw(q0, rng)
+            stats["phase"] = 2
+        else:
+            result = self._surrogate_draw(q0.data, rng, hooks)
+            self.warmup.learn_from(result)
+            q_new, stats = RaveledVars(result.end.position, q0.point_map_info), self._stats(result)
+            stats["phase"] = 1
+            if not self.tune:
+                self._judge_acceptance(result)
+        stats.update(hooks._after_draw(result))
+        return q_new, stats
+
+    def _exact_draw(self, q0: RaveledVars, rng) -> tuple[RaveledVars, dict[str, Any]]:
+        """A draw of the explorer (exploration, safety net, or no usable surrogate)."""
+        cache, n_start = self.cache, 0
+        if self.explorer.needs_logp:  # the random walk starts from the chain's logp
+            cache, n_start, _ = self._current_logp(q0.data)
+        elif cache is not None and not np.array_equal(cache.position, q0.data):
+            cache = None
+        draw: ExactDraw = self.explorer.draw(q0, cache, self.tune, rng)
+        if draw.laplace is not None:
+            self.warmup.laplace = draw.laplace
+            self.warmup.setup_seconds += draw.setup_seconds
+        stats = draw.stats
+        stats["n_logp_evals"] += n_start
+        self.divergences += bool(stats["diverging"]) and not self.tune
+        stats["divergences"] = self.divergences
+        if draw.position is None:  # could not start: the chain stays
+            return q0, stats
+        if self.tune and self.phase != Phase.EXACT and draw.evaluated is not None:
+            self.warmup.record.append(*draw.evaluated)
+        extras = self.exact_model.extra_values()
+        self.cache = CachedPoint(draw.position.copy(), draw.logp, extras)
+        return RaveledVars(draw.position, q0.point_map_info), stats
+
+    def _net_applies(self) -> bool:
+        """Whether this surrogate-phase draw may be a safety-net draw.
+
+        After tuning, always. While tuning, only with gradients: the net's exact NUTS draws
+        then also teach the surrogate where its own trajectories do not go (they are recorded
+        with their gradients, and one that crossed a wall brings a refit: :meth:`_watch_wall`).
+        Without gradients the random walk's steps are not taken while tuning: taking them, and
+        learning from its proposals, left ``log V_m`` of the pharmacokinetic ODE 3.2-4.1 MCSE
+        low in four of six seeds of 2 x (1000 + 1000) draws; after tuning only, at most 1.6
+        MCSE off.
+        """
+        return not (self.tune and self.settings.values_only)
+
+    def _safety_net_draw(self, q0: RaveledVars, rng) -> tuple[RaveledVars, dict[str, Any]]:
+        """An exact draw in the surrogate phase (:mod:`~pymc_rnshmc.step_methods.safety_net`).
+
+        The explorer's draw, with the step size it adapted while exploring (the surrogate
+        dynamics have their own), looked at for the wall it crossed.
+        """
+        start = self.cache
+        q_new, stats = self._exact_draw(q0, rng)
+        stats["safety_net"] = True
+        if start is not None and np.array_equal(start.position, q0.data):
+            self._watch_wall(start, q_new.data, stats)
+        return q_new, stats
+
+    def _watch_wall(self, start: CachedPoint, end: np.ndarray, stats: dict[str, Any]) -> None:
+        """Set a net draw's ``surrogate_error`` from the wall it crossed, and act on a high one.
+
+        While tuning, a wall of ``WALL_NATS`` or more brings a refit that includes the draw's
+        point, if the schedule learns and tuning has room for one; after tuning, the first such
+        wall of the chain is told (:mod:`~pymc_rnshmc.step_methods.wall_watch`).
+        """
+        wall = wall_between(self.warmup.surrogate, start, end, stats["model_logp"])
+        if np.isnan(wall):
+            return
+        stats["surrogate_error"] = -wall
+        if self.tune:
+            if wall >= WALL_NATS:
+                self.warmup.refit_behind_wall()
+            return
+        message = self.wall_watch.record(wall, self.exact_model.failures.layout.describe(end))
+        if message is not None:
+            warnings.warn(message, SurrogateWarning, stacklevel=6)
+
+    # ----------------------------------------------------------------- one surrogate draw
+    def _surrogate_draw(self, position: np.ndarray, rng, hooks: ChainHooks) -> DrawResult:
+        """One transition of the chain's surrogate kernel from ``position``.
+
+        While tuning, the kernel takes the adapting step size, the exact model is also asked
+        for its gradient where the surrogate learns, and proposals far outside the explored
+        region are rejected unevaluated; after tuning the kernel is the frozen value.
+        """
+        warmup = self.warmup
+        start, n_logp_evals, approximate = self._current_logp(position)
+        kernel = warmup.tuning_kernel() if self.tune else warmup.kernel
+        result = kernel_step(
+            kernel,
+            start,
+            rng,
+            self.exact_model,
+            extras=self.exact_model.extra_values(),
+            diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
+            evaluate=hooks._evaluate_end if self.tune else None,
+            evaluable=warmup.explored_region.contains if self.tune else None,
+        )
+        result = result._replace(
+            n_logp_evals=n_logp_evals + result.n_logp_evals,
+            approximate_test=approximate or result.approximate_test,
+        )
+        if self.tune:
+            warmup.adapt(adaptation_accept(warmup.surrogate, result))
+            if warmup.watch_for_collapse(result.accept, self.iter_count) is not None:
+                self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
+        self.cache = result.end
+        self._note_exact_forces(result)
+        return result
+
+    def _current_logp(self, position: np.ndarray) -> tuple[CachedPoint, int, bool]:
+        """The chain's point with its target ``logp`` (see :func:`current_point`)."""
+        correction = self.warmup.kernel.correction if self.phase == Phase.SURROGATE else None
+        return current_point(self.cache, position, self.exact_model, correction)
+
+    def _judge_acceptance(self, result: DrawResult) -> None:
+        """Warn once per chain if the exact acceptance after tuning is poor, and why."""
+        message = self.acceptance_monitor.record(
+            result.accept, result.integrator_accept, result.surrogate_error
+        )
+        if message is not None:
+            warnings.warn(message, SurrogateWarning, stacklevel=5)
+
+    def _note_exact_forces(self, result: DrawResult) -> None:
+        """Warn once after tuning if a trajectory needed the exact force somewhere."""
+        if self.tune or self.warned_exact_forces:
+            return
+        if not uses_exact_forces(self.warmup.surrogate, result):
+            return
+        self.warned_exact_forces = True
+        warnings.warn(exact_forces_message(self.settings.name), SurrogateWarning, stacklevel=5)
+
+    def _stats(self, result: DrawResult) -> dict[str, Any]:
+        """The sampler statistics of a surrogate draw (see ``SURROGATE_HMC_STATS``)."""
+        warning = None
+        if result.divergence:
+            kind = WarningType.TUNING_DIVERGENCE if self.tune else WarningType.DIVERGENCE
+            warning = SamplerWarning(kind, result.divergence, "debug", self.iter_count)
+            self.divergences += not self.tune
+        return surrogate_draw_stats(
+            result,
+            divergences=self.divergences,
+            step_size_bar=float(self.warmup.adaptation.current(False)),
+            tuning=self.tune,
+            # the metric the draw used, not PyMC's mass matrix (which only the exploration uses)
+            metric_range=result.metric_range
+            or self.warmup.kernel.proposal.metric.eigenvalue_range(),
+            warning=warning,
+        )
+
+    # ----------------------------------------------------------------- end of tuning
+    def stop_tuning(self, rng, hooks: ChainHooks) -> None:
+        """Fit if the chain is still exploring, stop learning, and freeze the kernel."""
+        warmup = self.warmup
+        if warmup.phase == Phase.EXPLORATION:
+            try:
+                warmup.fit(self.iter_count, rng, _Host(self, hooks), end_of_tuning=True)
+            except ModelEvaluationError as error:
+                activity = "while fitting the surrogate at the end of tuning"
+                self.log.locate(error, activity, self.exact_model.failures.layout)
+                raise
+        elif warmup.phase == Phase.SURROGATE:
+            warmup.stop_learning()
+            self._warn_if_capped()
+        self.explorer.stop_tuning()
+        self.tune = False
+        warmup.freeze()  # the kept draws share one kernel
+
+    def _warn_if_capped(self) -> None:
+        """Say so if the tuned step size makes every trajectory stop at ``max_steps``."""
+        settings = self.settings
+        if not settings.dynamics.chooses_path_length:
+            return
+        path_length, max_steps = self.warmup.kernel.proposal.path_length, settings.max_steps
+        step_size = self.warmup.bounded_step_size(self.tune)
+        if path_length / step_size <= max_steps:
+            return
+        warnings.warn(
+            f"{settings.name}'s step size tuned to {step_size:.3g}, so its trajectories "
+            f"stop at max_steps={max_steps} after {max_steps * step_size:.3g} of the "
+            f"chosen path length {path_length:.3g}, and each costs {max_steps} surrogate "
+            "steps. The surrogate's dynamics need steps this small somewhere (often where it is "
+            "wrong or very curved): the draws stay exact but mix slowly. Check it with "
+            f"plot_surrogate(step, idata); a longer tuning, or {self.richer_surrogate}, may "
+            "help (a grid in more than a few dimensions seldom does: use RNSHMC there).",
+            SurrogateWarning,
+            stacklevel=4,
+        )
+
+
+class _Host:
+    """A chain and its hooks as the warm-up's host (:class:`~.warmup.WarmupHost`).
+
+    Made for each call that may fit and never kept, so the warm-up holds no reference to the
+    chain (PyMC deep-copies it in ``sampling_state``).
+    """
+
+    def __init__(self, chain: SurrogateChain, hooks: ChainHooks) -> None:
+        self.chain, self.hooks = chain, hooks
+
+    def new_surrogate(self):
+        return self.hooks._new_surrogate()
+
+    def correction(self) -> Correction:
+        return self.hooks._correction()
+
+    def new_adaptation(self, initial_step: float, target: float) -> DualAverageAdaptation:
+        return DualAverageAdaptation(initial_step, target, *self.chain.dual_averaging)
+
+    def explorer_metric(self) -> tuple[np.ndarray | None, np.ndarray | None, float]:
+        return self.chain.explorer.metric()
+
+    def surrogate_installed(self) -> None:
+        self.chain.forget_surrogate_values()
+        self.hooks._after_fit()
