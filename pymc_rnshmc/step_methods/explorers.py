@@ -262,7 +262,6 @@ class RandomWalkExplorer(WithSamplingState):
 
     def use_rng(self, rng: np.random.Generator) -> np.random.Generator:
         """The chain's generator, which each draw is given."""
-        rng.spawn(1)  # TEMPORARY: as NUTS's potential did
         return rng
 
     def share_rng(self, rng: np.random.Generator) -> None:
