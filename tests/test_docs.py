@@ -60,8 +60,9 @@ def test_every_notebook_page_shows_its_stored_outputs(site, notebook):
     assert sum(output.count("<table") for output in outputs) >= 1, "no stored tables"
 
 
-def test_the_architecture_example_runs_the_kernel_without_pm_sample():
+@pytest.mark.parametrize("section", ["The kernel", "The warm-up"])
+def test_the_architecture_examples_run_without_pm_sample(section):
     page = (DOCS / "architecture.md").read_text()
-    section = page.split("### The kernel without `pm.sample`")[1]
-    code = section.split("```python")[1].split("```")[0]
+    text = page.split(f"### {section} without `pm.sample`")[1]
+    code = text.split("```python")[1].split("```")[0]
     exec(compile(code, "architecture.md", "exec"), {})

@@ -257,7 +257,7 @@ def test_a_refresh_replaces_the_cached_start_gradient():
     force_field = ForceField(
         step.surrogate.gradient, lambda q: exact_gradient(q)[1], kernel.force_bound
     )
-    start, n_evals, _ = step._current_logp(position)
+    start, n_evals, _ = step._chain._current_logp(position)
     assert n_evals == 0  # the exact logp stays cached
     point = start_point(kernel, start, step.surrogate, force_field)
     np.testing.assert_array_equal(point.force, step.surrogate.gradient(position))
