@@ -24,7 +24,7 @@ from pymc_rnshmc.step_methods.model_failures import ModelFailures, ParameterLayo
 from pymc_rnshmc.step_methods.options import compile_options
 from pymc_rnshmc.step_methods.time_limit import TimeLimit
 
-__all__ = ["ExactModel", "compiled_logp", "has_gradient"]
+__all__ = ["ExactModel", "has_gradient"]
 
 
 def has_gradient(model, vars) -> bool:
@@ -40,7 +40,7 @@ def has_gradient(model, vars) -> bool:
     return True
 
 
-def compiled_logp(model, vars, gradient: bool, options: dict):
+def _compiled_logp(model, vars, gradient: bool, options: dict):
     """PyMC's joint logp-and-gradient function of ``vars``, or logp alone without gradients.
 
     ``options``: the step's keywords (``dtype``, ``initial_point``, ``compile_kwargs`` and
@@ -128,6 +128,32 @@ class ExactModel:
         self.time_limit = None if time_limit is None else TimeLimit(time_limit, self._compile)
         self._logp = self.limited(self._compiled[0])
         self._joint = self.limited(self._compiled[1]) if gradient else None
+
+    @classmethod
+    def compile(
+        cls, model, vars, options: dict, *, reject_errors: tuple, time_limit: float | None
+    ) -> ExactModel:
+        """The exact model of a step: its compiled function, with or without the gradient.
+
+        ``options``: the step's keywords (``dtype``, ``initial_point``, ``compile_kwargs`` and
+        ``pytensor.function``'s), as PyMC's NUTS takes them. The step's function, which its
+        NUTS shares, is kept as :attr:`step_function`.
+        """
+        gradient = has_gradient(model, vars)
+        function = _compiled_logp(model, vars, gradient, options)
+        exact_model = cls(
+            model,
+            vars,
+            options.get("initial_point"),
+            function.dtype,
+            function if gradient else None,
+            gradient=gradient,
+            logp_function=None if gradient else function,
+            reject_errors=reject_errors,
+            time_limit=time_limit,
+        )
+        exact_model.step_function = function
+        return exact_model
 
     def limited(self, function):
         """``function`` under the time limit (:class:`TimeLimit`); itself without one.

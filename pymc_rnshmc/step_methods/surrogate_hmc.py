@@ -48,7 +48,7 @@ from pymc_rnshmc.hmc.kernel import SurrogateKernel
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.chain import SurrogateChain
-from pymc_rnshmc.step_methods.exact_model import ExactModel, compiled_logp, has_gradient
+from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.explorers import new_explorer
 from pymc_rnshmc.step_methods.model_failures import check_reject_errors
 from pymc_rnshmc.step_methods.options import (
@@ -170,31 +170,24 @@ class SurrogateHMC(ArrayStepShared):
             refit_during_tuning=refit_during_tuning,
         )
         check_nuts_options(name, kwargs)
-        reject_errors = check_reject_errors(reject_errors)
-        self.schedule = schedule
         self._surrogate_template = surrogate
         vars = continuous_value_vars(vars, model, name)
-        gradient = has_gradient(model, vars)
-        if not gradient:
-            self._check_gradient_free(surrogate)
-            self.schedule = schedule.without_gradients()
-        function = compiled_logp(model, vars, gradient, kwargs)
+        self.exact_model = ExactModel.compile(
+            model,
+            vars,
+            kwargs,
+            reject_errors=check_reject_errors(reject_errors),
+            time_limit=self.options.time_limit,
+        )
+        function = self.exact_model.step_function
         super().__init__(
             vars, function._extra_vars_shared, kwargs.get("blocked", True), kwargs.get("rng")
         )
-        self.exact_model = ExactModel(
-            model,
-            self.vars,
-            kwargs.get("initial_point"),
-            function.dtype,
-            function if gradient else None,
-            gradient=gradient,
-            logp_function=None if gradient else function,
-            reject_errors=reject_errors,
-            time_limit=self.options.time_limit,
-        )
+        self.schedule = schedule.without_gradients() if self.gradient_free else schedule
+        if self.gradient_free:
+            self._check_gradient_free(surrogate)
         self.safety_net = SafetyNet.default(
-            safety_net, gradient_free=not gradient, dim=self.exact_model.size
+            safety_net, gradient_free=self.gradient_free, dim=self.exact_model.size
         )
         nuts_options = {"model": model, "target_accept": target_accept, **kwargs}
         self._explorer = new_explorer(name, self.exact_model, vars, function, nuts_options)
@@ -203,7 +196,7 @@ class SurrogateHMC(ArrayStepShared):
             name,
             self.schedule,
             dim=self.exact_model.size,
-            values_only=not gradient,
+            values_only=self.gradient_free,
             exact_sampler=self._explorer.description,
             nuts_options=nuts_options,
         )
