@@ -342,9 +342,10 @@ def check_frozen(step) -> None:
     vanishing probability: by design, not a tuning left on.)
     """
     assert not step.tune, "the step is still tuning"
-    assert getattr(step, "_next_refit", None) is None, "the step still plans a refit"
+    warmup = getattr(step, "_warmup", None)
+    assert warmup is None or warmup.next_refit is None, "the step still plans a refit"
     explorer = getattr(step, "_explorer", None)
-    assert explorer is None or not explorer.adapting, "the random walk still adapts"
+    assert explorer is None or not explorer.adapting, "the exact explorer still adapts"
 
 
 def tuned_step(

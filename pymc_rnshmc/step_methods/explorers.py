@@ -220,6 +220,11 @@ class NUTSExplorer(WithSamplingState):
         """The averaged step size of the exact draws."""
         return float(self.nuts.step_adapt.current(False))
 
+    @property
+    def adapting(self) -> bool:
+        """Whether the step size and mass matrix still adapt (while tuning)."""
+        return bool(self.nuts.tune)
+
     def stop_tuning(self) -> None:
         self.nuts.stop_tuning()
 
@@ -331,6 +336,11 @@ class RandomWalkExplorer(WithSamplingState):
 
     def step_size(self) -> float:
         return self.walk.scale
+
+    @property
+    def adapting(self) -> bool:
+        """Whether the random walk's covariance and scale still adapt (while tuning)."""
+        return bool(self.walk.adapting)
 
     def stop_tuning(self) -> None:
         self.walk.adapting = False  # a fixed random walk: an invariant kernel

@@ -16,6 +16,7 @@ from pymc.sampling.parallel import ParallelSamplingError
 from scipy import stats
 
 from pymc_rnshmc import ARNSHMC, RNSHMC, ModelEvaluationError, SparseGridHMC
+from pymc_rnshmc.step_methods.chain import SurrogateChain
 from tests.checks import assert_moments, posterior_draws
 from tests.models import ARMED, failing_normal, gradient_failing_normal
 from tests.step_methods.helpers import sample_step
@@ -40,19 +41,32 @@ def sample(model, step, *, tune=TUNE, draws=DRAWS, **options):
     return sample_step(model, step, tune=tune, draws=draws, **options)
 
 
-def arm_when(step, method: str, mode: str, calls: int = 1, after_tuning: bool = False) -> None:
-    """Arm the forward model at the ``calls``-th call of ``step.<method>`` (after tuning only)."""
-    original = getattr(step, method)
+def arm_when(
+    monkeypatch, step, method: str, mode: str, calls: int = 1, after_tuning: bool = False
+) -> None:
+    """Arm the forward model at the ``calls``-th call of ``<method>`` (after tuning only).
+
+    The step's own method (a hook), or its chain's (each chain is a new ``SurrogateChain``).
+    """
+    owner = step if hasattr(step, method) else SurrogateChain
+    original = getattr(owner, method)
     count = [0]
 
-    def wrapped(*args, **kwargs):
-        if not (after_tuning and step.tune):
+    def arm(tune: bool) -> None:
+        if not (after_tuning and tune):
             count[0] += 1
             if count[0] == calls:
                 ARMED["mode"] = mode
+
+    def on_step(*args, **kwargs):
+        arm(step.tune)
         return original(*args, **kwargs)
 
-    setattr(step, method, wrapped)
+    def on_chain(chain, *args, **kwargs):
+        arm(chain.tune)
+        return original(chain, *args, **kwargs)
+
+    monkeypatch.setattr(owner, method, on_step if owner is step else on_chain)
 
 
 def stat(idata, group: str, name: str) -> np.ndarray:
@@ -133,12 +147,12 @@ def test_an_error_of_the_model_stops_sampling_naming_the_parameters_and_keeps_th
         ("RNSHMC", "_surrogate_draw", "surrogate"),
     ],
 )
-def test_an_error_in_each_phase_says_where_it_happened(name, method, phase):
+def test_an_error_in_each_phase_says_where_it_happened(name, method, phase, monkeypatch):
     step_class, options = SAMPLERS[name]
     model = failing_normal(np.inf, ZeroDivisionError)
     with model:
         step = step_class(**options)
-    arm_when(step, method, "raise", calls=20 if method != "_new_surrogate" else 1)
+    arm_when(monkeypatch, step, method, "raise", calls=20 if method != "_new_surrogate" else 1)
     with pytest.raises(ModelEvaluationError, match=phase) as caught:
         sample(model, step)
     assert caught.value.draws["x"].shape[0] > 0
@@ -204,12 +218,13 @@ def test_reject_errors_must_be_exception_types(setting):
     ],
     ids=["exploring", "fitting", "surrogate draws"],
 )
-def test_an_interrupt_returns_what_was_drawn(name, method, after_tuning):
+def test_an_interrupt_returns_what_was_drawn(name, method, after_tuning, monkeypatch):
     step_class, options = SAMPLERS[name]
     model = failing_normal(np.inf)
     with model:
         step = step_class(**options)
     arm_when(
+        monkeypatch,
         step,
         method,
         "interrupt",

@@ -16,7 +16,13 @@ from pymc_rnshmc.step_methods.safety_net import (
     GRADIENT_PROBABILITY,
     SafetyNet,
 )
-from tests.checks import assert_moments, effective_sample_size, posterior_draws, sample_stat
+from tests.checks import (
+    assert_moments,
+    effective_sample_size,
+    mean_error_in_mcse,
+    posterior_draws,
+    sample_stat,
+)
 from tests.models import NORMAL_MEAN, NORMAL_SD, correlated_normal, independent_normal
 from tests.step_methods.helpers import DistortedSurrogate, assert_correlated_normal, sample_with
 
@@ -127,7 +133,11 @@ def test_the_net_rescues_a_chain_from_a_surrogate_wall(gradient):
     # a chain may read the wall as a collapse while tuning and go on exactly; not every one
     assert (sample_stat(rescued, "safety_net").mean(axis=1) > 0.2).any()
     share, x = share_beyond(rescued)
-    assert abs(share - true_share) < 0.05  # measured 0.30-0.34
+    # the share behind the wall, in Monte Carlo standard errors of the indicator's mean (12
+    # seeds without gradients: shares 0.23-0.39, |z| <= 2.1; a fixed 0.05 was tighter than 2
+    # MCSE for some seeds)
+    beyond = ((x - NORMAL_MEAN[0]) / NORMAL_SD[0] > 0.5).astype(float)
+    assert mean_error_in_mcse(beyond, true_share) < 3.5, share
     assert_moments(x, NORMAL_MEAN[0], NORMAL_SD[0], "x[0] behind the wall", min_ess=100)
 
 
