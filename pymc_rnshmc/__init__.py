@@ -19,8 +19,10 @@ from pymc_rnshmc.step_methods import (
     RNSRMHMC,
     EvaluationTimeout,
     ModelEvaluationError,
+    PooledSurrogate,
     SparseGridHMC,
     SurrogateWarning,
+    sample,
 )
 from pymc_rnshmc.surrogates import (
     FitReport,
@@ -38,6 +40,7 @@ __all__ = [
     "EvaluationTimeout",
     "FitReport",
     "ModelEvaluationError",
+    "PooledSurrogate",
     "PotentialSurrogate",
     "RandomNetworkSurrogate",
     "SamplerComparison",
@@ -50,4 +53,5 @@ __all__ = [
     "comparison_table",
     "plot_surrogate",
     "run_sampler",
+    "sample",
 ]

@@ -2,6 +2,7 @@
 
 from pymc_rnshmc.exceptions import EvaluationTimeout, ModelEvaluationError, SurrogateWarning
 from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
+from pymc_rnshmc.step_methods.population import PooledSurrogate, sample
 from pymc_rnshmc.step_methods.rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.rnsrmhmc import RNSRMHMC
 from pymc_rnshmc.step_methods.sparse_grid_hmc import SparseGridHMC
@@ -11,9 +12,11 @@ __all__ = [
     "ARNSHMC",
     "EvaluationTimeout",
     "ModelEvaluationError",
+    "PooledSurrogate",
     "RNSHMC",
     "RNSRMHMC",
     "SparseGridHMC",
     "SurrogateHMC",
     "SurrogateWarning",
+    "sample",
 ]

@@ -15,7 +15,6 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_rnshmc._checks import check_positive_number
 from pymc_rnshmc.exceptions import SurrogateWarning
-from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
@@ -193,10 +192,8 @@ class ARNSHMC(SurrogateHMC):
             self._surrogate_draws += 1
             self._update_surrogate()
 
-    def _evaluate_end(self, position: np.ndarray) -> Evaluation:
-        if self.tune and self.tuning_gradients and not self.gradient_free:
-            return self._evaluate_with_gradient(position)
-        return self._evaluate_logp(position)
+    def _wants_end_gradient(self) -> bool:
+        return self.tune and self.tuning_gradients and not self.gradient_free
 
     def _after_draw(self, result: DrawResult | None) -> dict[str, Any]:
         if result is not None:

@@ -12,7 +12,8 @@ stats on to PyMC.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from pymc.blocking import RaveledVars
@@ -22,7 +23,7 @@ from pymc.step_methods.step_sizes import DualAverageAdaptation
 
 from pymc_rnshmc.exceptions import ModelEvaluationError, SurrogateWarning
 from pymc_rnshmc.hmc.corrections import Correction, Evaluation
-from pymc_rnshmc.hmc.kernel import kernel_step
+from pymc_rnshmc.hmc.kernel import PendingDraw, kernel_finish, kernel_propose
 from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.chain_log import ChainLog
@@ -39,10 +40,30 @@ from pymc_rnshmc.step_methods.surrogate_draws import (
 from pymc_rnshmc.step_methods.wall_watch import WALL_NATS, WallWatch, wall_between
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup, WarmupSettings
 
-__all__ = ["ChainHooks", "SurrogateChain"]
+__all__ = ["BegunDraw", "ChainHooks", "SurrogateChain"]
 
 SURROGATE_ERROR_EVERY = 10
 """After tuning, the ``surrogate_error`` statistic is computed on every this-many-th draw."""
+
+
+class BegunDraw(NamedTuple):
+    """A chain's draw between its two halves (:meth:`SurrogateChain.begin`, ``finish``)."""
+
+    q0: RaveledVars
+    kernel: Any = None
+    """The kernel the surrogate move used (the tuning kernel while tuning)."""
+    pending: PendingDraw | None = None
+    """The surrogate move, waiting for its correction; ``None`` for an exact draw."""
+    start_evals: int = 0
+    approximate: bool = False
+    done: tuple[RaveledVars, dict[str, Any]] | None = None
+    """An exact or safety-net draw, complete: the new point and its stats."""
+    wants_gradient: bool = False
+    """The correction's evaluation should carry the gradient (the surrogate learns from it)."""
+
+    @property
+    def position_to_evaluate(self) -> np.ndarray | None:
+        return None if self.pending is None else self.pending.position_to_evaluate
 
 
 class ChainHooks(Protocol):
@@ -53,6 +74,7 @@ class ChainHooks(Protocol):
     def _after_fit(self) -> None: ...
     def _before_draw(self) -> None: ...
     def _evaluate_end(self, position: np.ndarray) -> Evaluation: ...
+    def _wants_end_gradient(self) -> bool: ...
     def _after_draw(self, result: DrawResult | None) -> dict[str, Any]: ...
 
 
@@ -86,6 +108,9 @@ class SurrogateChain(WithSamplingState):
         PyMC's ``(gamma, k, t0)`` for the surrogate step size's adaptation.
     richer_surrogate : str
         How to give the surrogate more capacity, for warnings.
+    warmup : SurrogateWarmup, optional
+        A warm-up shared with other chains (a population's: one record, one surrogate, one
+        step-size adaptation); default the chain's own.
     """
 
     _state_class = _ChainState
@@ -99,13 +124,17 @@ class SurrogateChain(WithSamplingState):
         safety_net: SafetyNet,
         dual_averaging: tuple,
         richer_surrogate: str,
+        warmup: SurrogateWarmup | None = None,
     ) -> None:
         self.settings, self.explorer, self.exact_model = settings, explorer, exact_model
         self.safety_net, self.dual_averaging = safety_net, dual_averaging
         self.richer_surrogate = richer_surrogate
         self.iter_count = self.divergences = 0
         self.tune = True
-        self.warmup = SurrogateWarmup(settings, tune)
+        self.warmup = SurrogateWarmup(settings, tune) if warmup is None else warmup
+        self.sharing: list[SurrogateChain] = [self]
+        """The chains whose cached surrogate values a new surrogate makes stale (a population's
+        chains share one warm-up)."""
         self.cache: CachedPoint | None = None
         self.warned_exact_forces = False
         self.acceptance_monitor = AcceptanceMonitor(
@@ -129,7 +158,22 @@ class SurrogateChain(WithSamplingState):
     def draw(
         self, q0: RaveledVars, tune: bool, rng, hooks: ChainHooks
     ) -> tuple[RaveledVars, dict[str, Any]]:
-        """Fit if due, then one draw of the chain's phase; its stats (without timings)."""
+        """Fit if due, then one draw of the chain's phase; its stats (without timings).
+
+        Its two halves, :meth:`begin` and :meth:`finish`, with the exact evaluation between
+        them made here, when the draw needs it.
+        """
+        begun = self.begin(q0, tune, rng, hooks)
+        evaluate = hooks._evaluate_end if tune else self.evaluate_logp
+        return self.finish(begun, rng, hooks, evaluate)
+
+    def begin(self, q0: RaveledVars, tune: bool, rng, hooks: ChainHooks) -> BegunDraw:
+        """The first half of a draw: fit if due, then an exact draw, or a surrogate move.
+
+        An exact or safety-net draw is done here; a surrogate move waits for the exact
+        ``logp`` at ``pending.position_to_evaluate`` (with the gradient if
+        ``wants_gradient``), which a driver of many chains evaluates with the others'.
+        """
         self.tune = tune
         hooks._before_draw()
         activity = "while fitting the surrogate"
@@ -137,37 +181,61 @@ class SurrogateChain(WithSamplingState):
             if tune:
                 self.warmup.fit_if_due(self.iter_count, rng, _Host(self, hooks))
             activity = f"in a draw of the {self.phase} phase"
-            q_new, stats = self._phase_draw(q0, rng, hooks)
+            if self.phase != Phase.SURROGATE:
+                q_new, stats = self._exact_draw(q0, rng)
+                stats["phase"] = 3 if self.phase == Phase.EXACT else 0
+                return BegunDraw(q0, done=(q_new, stats))
+            if self._net_applies() and self.safety_net.catches(rng):
+                q_new, stats = self._safety_net_draw(q0, rng)
+                stats["phase"] = 2
+                return BegunDraw(q0, done=(q_new, stats))
+            return self._propose(q0, rng, hooks)
         except ModelEvaluationError as error:
             self.log.locate(error, activity, self.exact_model.failures.layout)
             raise
+
+    def finish(
+        self,
+        begun: BegunDraw,
+        rng,
+        hooks: ChainHooks,
+        evaluate: Callable[[np.ndarray], Evaluation],
+    ) -> tuple[RaveledVars, dict[str, Any]]:
+        """The second half: the surrogate move's correction, bookkeeping, and the draw's stats.
+
+        ``evaluate`` gives the exact ``logp`` where the correction asks for it.
+        """
+        result = None
+        try:
+            if begun.done is not None:
+                q_new, stats = begun.done
+            else:
+                result = self._judge(begun, rng, evaluate)
+                q_new = RaveledVars(result.end.position, begun.q0.point_map_info)
+                stats = self._stats(result)
+                stats["phase"] = 1
+                if not self.tune:
+                    self._judge_acceptance(result)
+        except ModelEvaluationError as error:
+            self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
+            raise
+        stats.update(hooks._after_draw(result))
         self.iter_count += 1
         count, first = self.exact_model.failures.take()
         stats["model_failures"] = count
         warning = self.log.failure_warning(first, self.iter_count)
         if warning is not None:
             stats["warning"] = warning
-        self.log.add(q_new.data, tune)
+        self.log.add(q_new.data, self.tune)
         return q_new, stats
 
-    def _phase_draw(self, q0: RaveledVars, rng, hooks) -> tuple[RaveledVars, dict[str, Any]]:
-        """An exact, a safety-net or a surrogate draw, as the phase and the net say."""
-        result = None
-        if self.phase != Phase.SURROGATE:
-            q_new, stats = self._exact_draw(q0, rng)
-            stats["phase"] = 3 if self.phase == Phase.EXACT else 0
-        elif self._net_applies() and self.safety_net.catches(rng):
-            q_new, stats = self._safety_net_draw(q0, rng)
-            stats["phase"] = 2
-        else:
-            result = self._surrogate_draw(q0.data, rng, hooks)
-            self.warmup.learn_from(result)
-            q_new, stats = RaveledVars(result.end.position, q0.point_map_info), self._stats(result)
-            stats["phase"] = 1
-            if not self.tune:
-                self._judge_acceptance(result)
-        stats.update(hooks._after_draw(result))
-        return q_new, stats
+    @property
+    def failures(self):
+        return self.exact_model.failures
+
+    def evaluate_logp(self, position: np.ndarray) -> Evaluation:
+        """The exact ``logp`` at ``position``."""
+        return Evaluation(position, self.exact_model.logp(position))
 
     def _exact_draw(self, q0: RaveledVars, rng) -> tuple[RaveledVars, dict[str, Any]]:
         """A draw of the explorer (exploration, safety net, or no usable surrogate)."""
@@ -238,29 +306,35 @@ class SurrogateChain(WithSamplingState):
             warnings.warn(message, SurrogateWarning, stacklevel=6)
 
     # ----------------------------------------------------------------- one surrogate draw
-    def _surrogate_draw(self, position: np.ndarray, rng, hooks: ChainHooks) -> DrawResult:
-        """One transition of the chain's surrogate kernel from ``position``.
+    def _propose(self, q0: RaveledVars, rng, hooks: ChainHooks) -> BegunDraw:
+        """The surrogate move of the chain's kernel from ``q0`` (its first half).
 
         While tuning, the kernel takes the adapting step size, the exact model is also asked
         for its gradient where the surrogate learns, and proposals far outside the explored
         region are rejected unevaluated; after tuning the kernel is the frozen value.
         """
         warmup = self.warmup
-        start, n_logp_evals, approximate = self._current_logp(position)
+        start, n_logp_evals, approximate = self._current_logp(q0.data)
         kernel = warmup.tuning_kernel() if self.tune else warmup.kernel
-        result = kernel_step(
+        pending = kernel_propose(
             kernel,
             start,
             rng,
             self.exact_model,
             extras=self.exact_model.extra_values(),
             diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
-            evaluate=hooks._evaluate_end if self.tune else None,
             evaluable=warmup.explored_region.contains if self.tune else None,
         )
+        wants_gradient = self.tune and hooks._wants_end_gradient()
+        return BegunDraw(q0, kernel, pending, n_logp_evals, approximate, None, wants_gradient)
+
+    def _judge(self, begun: BegunDraw, rng, evaluate) -> DrawResult:
+        """The correction of a surrogate move (its second half), and what the chain learns."""
+        warmup = self.warmup
+        result = kernel_finish(begun.kernel, begun.pending, rng, evaluate)
         result = result._replace(
-            n_logp_evals=n_logp_evals + result.n_logp_evals,
-            approximate_test=approximate or result.approximate_test,
+            n_logp_evals=begun.start_evals + result.n_logp_evals,
+            approximate_test=begun.approximate or result.approximate_test,
         )
         if self.tune:
             warmup.adapt(adaptation_accept(warmup.surrogate, result))
@@ -268,6 +342,7 @@ class SurrogateChain(WithSamplingState):
                 self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
         self.cache = result.end
         self._note_exact_forces(result)
+        warmup.learn_from(result)
         return result
 
     def _current_logp(self, position: np.ndarray) -> tuple[CachedPoint, int, bool]:
@@ -373,5 +448,6 @@ class _Host:
         return self.chain.explorer.metric()
 
     def surrogate_installed(self) -> None:
-        self.chain.forget_surrogate_values()
+        for chain in self.chain.sharing:
+            chain.forget_surrogate_values()
         self.hooks._after_fit()

@@ -14,6 +14,7 @@ without one, such as a wrapped simulator) gets a logp-only object: :func:`has_gr
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 
 import numpy as np
@@ -154,6 +155,12 @@ class ExactModel:
         )
         exact_model.step_function = function
         return exact_model
+
+    def for_another_chain(self) -> ExactModel:
+        """The same compiled model with its own failure count (one per chain of a population)."""
+        other = copy.copy(self)
+        other.failures = ModelFailures(self.failures.layout, self.failures.reject_errors)
+        return other
 
     def limited(self, function):
         """``function`` under the time limit (:class:`TimeLimit`); itself without one.

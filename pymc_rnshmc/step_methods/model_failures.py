@@ -164,6 +164,12 @@ class ModelFailures:
         """Count a logp that is not finite; tell of NaN and ``+inf``, not of ``-inf``."""
         self.note(position, f"logp = {logp}", tell=logp != -math.inf)
 
+    def add(self, count: int, first: str | None) -> None:
+        """Count failures taken elsewhere (a worker's evaluation), keeping the first message."""
+        self.count += count
+        if self.first is None:
+            self.first = first
+
     def take(self) -> tuple[int, str | None]:
         """The failures since the last call, and the first of them; starts counting afresh."""
         taken = (self.count, self.first)

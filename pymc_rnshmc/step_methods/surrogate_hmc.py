@@ -18,14 +18,14 @@ progress bar, the constructor's checks, and the configuration's hooks. The parts
   door to PyMC's compiled functions, with the failing-model policy.
 
 The hot path of a draw after tuning: ``step`` -> ``astep`` -> ``SurrogateChain.draw`` ->
-``_surrogate_draw`` -> :func:`~pymc_rnshmc.hmc.kernel.kernel_step` on the frozen kernel
-(leapfrog or NUTS on the surrogate, one exact ``logp`` for the correction) ->
-``surrogate_draw_stats``.
+``begin`` (:func:`~pymc_rnshmc.hmc.kernel.kernel_propose` on the frozen kernel: leapfrog or
+NUTS on the surrogate) -> ``finish`` (:func:`~pymc_rnshmc.hmc.kernel.kernel_finish`: one exact
+``logp`` for the correction) -> ``surrogate_draw_stats``.
 
 Configurations change behaviour through the constructor's parts (the surrogate, the schedule,
-``start_error``) and six hooks (:class:`~pymc_rnshmc.step_methods.chain.ChainHooks`):
-``_new_surrogate``, ``_correction``, ``_after_fit``, ``_before_draw``, ``_evaluate_end`` and
-``_after_draw``.
+``start_error``) and its hooks (:class:`~pymc_rnshmc.step_methods.chain.ChainHooks`):
+``_new_surrogate``, ``_correction``, ``_after_fit``, ``_before_draw``, ``_evaluate_end``
+(which asks ``_wants_end_gradient``) and ``_after_draw``.
 """
 
 from __future__ import annotations
@@ -190,6 +190,7 @@ class SurrogateHMC(ArrayStepShared):
             safety_net, gradient_free=self.gradient_free, dim=self.exact_model.size
         )
         nuts_options = {"model": model, "target_accept": target_accept, **kwargs}
+        self._nuts_options = nuts_options
         self._explorer = new_explorer(name, self.exact_model, vars, function, nuts_options)
         self.rng = self._explorer.use_rng(self.rng)
         self._warmup_settings = self.options.warmup_settings(
@@ -365,9 +366,13 @@ class SurrogateHMC(ArrayStepShared):
 
     def _evaluate_end(self, position: np.ndarray) -> Evaluation:
         """The exact model at a proposal: ``logp``, and its gradient while learning."""
-        if self.tune and self._chain.warmup.wants_gradients:
+        if self._wants_end_gradient():
             return self._evaluate_with_gradient(position)
         return self._evaluate_logp(position)
+
+    def _wants_end_gradient(self) -> bool:
+        """Whether a tuning draw's proposal is evaluated with its gradient (to learn from)."""
+        return self.tune and self._chain.warmup.wants_gradients
 
     def _after_draw(self, result: DrawResult | None) -> dict[str, Any]:
         """Extra statistics of a draw (``result`` is ``None`` for an exact draw)."""

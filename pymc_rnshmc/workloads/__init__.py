@@ -24,6 +24,7 @@ from pymc_rnshmc.workloads.pharmacokinetics import (
     one_compartment_data,
     one_compartment_model,
 )
+from pymc_rnshmc.workloads.sleeping import sleeping_covariance, sleeping_normal
 from pymc_rnshmc.workloads.wide import (
     correlated_logistic_regression,
     correlated_logistic_regression_data,
@@ -37,6 +38,8 @@ __all__ = [
     "banana",
     "banana_data",
     "correlated_logistic_regression",
+    "sleeping_covariance",
+    "sleeping_normal",
     "correlated_logistic_regression_data",
     "eight_schools_centered",
     "eight_schools_noncentered",

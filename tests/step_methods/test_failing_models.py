@@ -144,7 +144,7 @@ def test_an_error_of_the_model_stops_sampling_naming_the_parameters_and_keeps_th
     [
         ("RNSHMC", "_exact_draw", "exploration"),
         ("SparseGridHMC", "_new_surrogate", "while fitting the surrogate"),
-        ("RNSHMC", "_surrogate_draw", "surrogate"),
+        ("RNSHMC", "_propose", "surrogate"),
     ],
 )
 def test_an_error_in_each_phase_says_where_it_happened(name, method, phase, monkeypatch):
@@ -214,7 +214,7 @@ def test_reject_errors_must_be_exception_types(setting):
     [
         ("RNSHMC", "_exact_draw", False),
         ("SparseGridHMC", "_new_surrogate", False),
-        ("RNSHMC", "_surrogate_draw", True),
+        ("RNSHMC", "_propose", True),
     ],
     ids=["exploring", "fitting", "surrogate draws"],
 )

@@ -1,0 +1,371 @@
+"""Many chains, one surrogate: a surrogate sampler's chains advanced in lockstep.
+
+PyMC samples a population step (``PopulationArrayStepShared``) in lockstep, in one process:
+each iteration steps chain 0, 1, ... in turn, and every chain sees the others' current points.
+:class:`PooledSurrogate` makes the chains of a configured sampler (``RNSHMC()``, ...) share one
+warm-up: one record of the exact evaluations of all chains, one surrogate fitted on it, one
+step-size adaptation, one kernel frozen when tuning ends. At chain 0's call in each iteration
+it begins every chain's draw (:meth:`~pymc_rnshmc.step_methods.chain.SurrogateChain.begin`),
+has the exact ``logp`` of all the surrogate moves evaluated together (one batch, by an
+:class:`Evaluator`), and finishes them; the other chains' calls take their results.
+
+Each chain keeps its own explorer (PyMC's NUTS and its adaptation), random generator, cached
+point and failure count. After tuning each chain is an ordinary Markov chain of the one frozen
+kernel, so the draws are exact as a single chain's are; the pooled fit is a tuning-time choice,
+frozen with the rest. The draws depend on the seed only, not on how the batch is evaluated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.model import modelcontext
+from pymc.step_methods.arraystep import PopulationArrayStepShared
+from pymc.util import get_random_generator
+
+from pymc_rnshmc.hmc.corrections import Evaluation
+from pymc_rnshmc.step_methods.chain import BegunDraw, SurrogateChain
+from pymc_rnshmc.step_methods.evaluators import Evaluator, InProcessEvaluator
+from pymc_rnshmc.step_methods.explorers import new_explorer
+from pymc_rnshmc.step_methods.reporting import progressbar_config, progressbar_update
+from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
+
+__all__ = ["PooledSurrogate", "sample"]
+
+
+class _Pool:
+    """What the chains of one ``pm.sample`` call share: the warm-up, the chains, the results."""
+
+    def __init__(self) -> None:
+        self.warmup: SurrogateWarmup | None = None
+        self.chains: list[SurrogateChain] = []
+        self.steps: list[PooledSurrogate] = []
+        self.hooks: list[Any] = []
+        self.results: dict[int, tuple[RaveledVars, dict[str, Any]]] = {}
+        self.stopped = False
+        self.process = os.getpid()
+        """Where the chains were linked: they must be stepped there, in lockstep."""
+
+
+class PooledSurrogate(PopulationArrayStepShared):
+    r"""The chains of a surrogate sampler in lockstep, sharing one warm-up and surrogate.
+
+    Use it as ``pm.sample(step=PooledSurrogate(RNSHMC()), chains=4)``, or through
+    :func:`sample`. The chains share their warm-up in one process, so PyMC steps them in turn
+    whatever ``cores`` says (the step refuses the pickling that PyMC's parallel population
+    stepping needs, and PyMC falls back); the exact evaluations run where the ``evaluator``
+    sends them.
+
+    Parameters
+    ----------
+    sampler : SurrogateHMC
+        A configured sampler (``RNSHMC``, ``SparseGridHMC`` or ``RNSRMHMC``) for all the
+        model's free variables; its options hold for every chain.
+    evaluator : Evaluator, optional
+        Evaluates each round's exact ``logp`` of all chains
+        (:mod:`~pymc_rnshmc.step_methods.evaluators`); default one after the other in this
+        process. ``ProcessEvaluator(workers=4)`` runs them in local worker processes.
+
+    References
+    ----------
+    .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
+       using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
+    .. [2] Foreman-Mackey, D., Hogg, D. W., Lang, D., & Goodman, J. (2013). emcee: the MCMC
+       hammer. PASP, 125(925), 306 (an ensemble's moves applied through a pool).
+    """
+
+    default_blocked = True
+
+    def __init__(self, sampler, *, evaluator: Evaluator | None = None, model=None) -> None:
+        model = modelcontext(model)
+        _check_poolable(sampler, model)
+        self.sampler = sampler
+        self.evaluator = InProcessEvaluator() if evaluator is None else evaluator
+        self.stats_dtypes_shapes = sampler.stats_dtypes_shapes
+        self.stats_dtypes = sampler.stats_dtypes
+        self._pool = _Pool()
+        self._tune_steps = None
+        super().__init__(sampler.vars, sampler.exact_model.step_function._extra_vars_shared)
+        self.tune = True
+
+    # ----------------------------------------------------------------- a chain's set-up
+    def setup_chain(self, rng, tune: int, draws: int) -> None:  # PyMC >= 6
+        self._tune_steps = int(tune)
+        self.set_rng(rng)
+
+    def set_rng(self, rng) -> None:
+        """Take the chain's generator (PyMC 5's per-chain call; PyMC 6's ``setup_chain``)."""
+        self.rng = get_random_generator(rng, copy=False)
+        self.tune = True
+
+    def link_population(self, population, chain_index: int) -> None:
+        """Join the population as chain ``chain_index`` (PyMC links them in order from 0)."""
+        self.population = population
+        self.this_chain = chain_index
+        self.other_chains = [c for c in range(len(population)) if c != chain_index]
+        if chain_index == 0:
+            self._pool.__init__()
+            self._pool.warmup = SurrogateWarmup(self.sampler._warmup_settings, self._tune_steps)
+        self._join()
+
+    def _join(self) -> None:
+        """Make this chain's parts: its explorer, exact model's failure count, hooks, chain."""
+        sampler, pool = self.sampler, self._pool
+        exact_model = sampler.exact_model.for_another_chain()
+        explorer = new_explorer(
+            type(sampler).__name__,
+            exact_model,
+            sampler.vars,
+            exact_model.step_function,
+            sampler._nuts_options,
+        )
+        explorer.use_rng(self.rng)
+        chain = SurrogateChain(
+            sampler._warmup_settings,
+            self._tune_steps,
+            explorer,
+            exact_model,
+            sampler.safety_net,
+            explorer.dual_averaging,
+            sampler._richer_surrogate,
+            warmup=pool.warmup,
+        )
+        chain.sharing = pool.chains
+        hooks = copy.copy(sampler)
+        hooks._chain, hooks._explorer, hooks.exact_model, hooks.rng = (
+            chain,
+            explorer,
+            exact_model,
+            self.rng,
+        )
+        pool.chains.append(chain)
+        pool.steps.append(self)
+        pool.hooks.append(hooks)
+
+    def reset_tuning(self, start=None) -> None:
+        """Nothing to reset: each chain's parts are made afresh when it joins."""
+
+    def stop_tuning(self) -> None:
+        """End tuning for every chain at chain 0's call: fit if due, freeze the one kernel."""
+        self.tune = False
+        pool = self._pool
+        if pool.stopped:
+            return
+        pool.stopped = True
+        first, *others = pool.chains
+        first.stop_tuning(pool.steps[0].rng, pool.hooks[0])
+        for chain, hooks in zip(others, pool.hooks[1:]):
+            chain.explorer.stop_tuning()
+            chain.tune = hooks.tune = False
+
+    # ----------------------------------------------------------------- stepping
+    def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
+        pool = self._pool
+        if os.getpid() != pool.process:
+            raise RuntimeError(
+                "PooledSurrogate's chains share one warm-up in one process, but PyMC stepped "
+                "them in separate processes (cores > 1). Pass cores=1; to evaluate the model "
+                "in parallel, give PooledSurrogate an evaluator (ProcessEvaluator(workers=n))."
+            )
+        if self.this_chain == 0:
+            pool.results = self._round()
+        q_new, stats = pool.results.pop(self.this_chain)
+        return q_new, [stats]
+
+    def _round(self) -> dict[int, tuple[RaveledVars, dict[str, Any]]]:
+        """Every chain's draw of this iteration, the exact evaluations in one batch."""
+        pool = self._pool
+        clocks = np.zeros(len(pool.chains))
+        begun: list[BegunDraw] = []
+        for index, (chain, step, hooks) in enumerate(zip(pool.chains, pool.steps, pool.hooks)):
+            start = time.perf_counter()
+            hooks.tune = step.tune
+            q0 = DictToArrayBijection.map(
+                {name: self.population[index][name] for name in self.var_names}
+            )
+            begun.append(chain.begin(q0, step.tune, step.rng, hooks))
+            clocks[index] += time.perf_counter() - start
+        evaluations, seconds = self._evaluate(begun)
+        results = {}
+        for index, (chain, step, hooks) in enumerate(zip(pool.chains, pool.steps, pool.hooks)):
+            start = time.perf_counter()
+            evaluate = _precomputed(evaluations.get(index), chain, hooks, step.tune)
+            q_new, stats = chain.finish(begun[index], step.rng, hooks, evaluate)
+            clocks[index] += time.perf_counter() - start + seconds[index]
+            stats["perf_counter_start"] = start
+            stats["perf_counter_diff"] = clocks[index]
+            stats["process_time_diff"] = clocks[index]
+            results[index] = (q_new, stats)
+        return results
+
+    def _evaluate(self, begun: list[BegunDraw]) -> tuple[dict[int, Evaluation], np.ndarray]:
+        """The round's exact evaluations, one batch; each chain's share of the batch's time."""
+        pool = self._pool
+        waiting = [i for i, draw in enumerate(begun) if draw.position_to_evaluate is not None]
+        requests = [
+            (pool.chains[i].exact_model, begun[i].position_to_evaluate, begun[i].wants_gradient)
+            for i in waiting
+        ]
+        seconds = np.zeros(len(begun))
+        if not requests:
+            return {}, seconds
+        start = time.perf_counter()
+        evaluations = self.evaluator.evaluate(requests)
+        seconds[waiting] = (time.perf_counter() - start) / len(waiting)
+        return dict(zip(waiting, evaluations)), seconds
+
+    # ----------------------------------------------------------------- PyMC protocol
+    def __copy__(self) -> PooledSurrogate:
+        """PyMC's copy for each chain: the same pool, sampler and evaluator (shared)."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        return other
+
+    def __getstate__(self):
+        """Refuse to be pickled: the chains share their warm-up in this process.
+
+        PyMC pickles population steps to step them in separate processes (``cores > 1``);
+        refused, it steps them here in turn, which is what the pool needs.
+        """
+        raise TypeError(
+            "PooledSurrogate is not picklable: its chains share one warm-up in one process. "
+            "Parallel evaluations come from its evaluator (ProcessEvaluator(workers=n))."
+        )
+
+    @staticmethod
+    def _progressbar_config(n_chains=1):
+        return progressbar_config(n_chains)
+
+    @staticmethod
+    def _make_progressbar_update_functions():
+        return (progressbar_update,)
+
+
+def _precomputed(
+    evaluation: Evaluation | None, chain: SurrogateChain, hooks, tune: bool
+) -> Callable[[np.ndarray], Evaluation]:
+    """The correction's ``evaluate``: the batch's evaluation where it was made, else in place."""
+    fallback = hooks._evaluate_end if tune else chain.evaluate_logp
+
+    def evaluate(position: np.ndarray) -> Evaluation:
+        if evaluation is not None and np.array_equal(position, evaluation.position):
+            return evaluation
+        return fallback(position)
+
+    return evaluate
+
+
+@contextlib.contextmanager
+def _without_pymcs_cores_advice():
+    """Drop PyMC's "enable this by passing cores=n" note: here the evaluator parallelizes."""
+    log = logging.getLogger("pymc.sampling.population")
+
+    def keep(record: logging.LogRecord) -> bool:
+        return "Chains are not parallelized" not in record.getMessage()
+
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
+
+
+def _check_poolable(sampler, model) -> None:
+    """Raise unless ``sampler``'s chains can share one warm-up."""
+    from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
+    from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
+
+    if not isinstance(sampler, SurrogateHMC):
+        raise TypeError(
+            f"PooledSurrogate takes a configured surrogate sampler (RNSHMC(), SparseGridHMC(), "
+            f"RNSRMHMC()), got {type(sampler).__name__}."
+        )
+    if isinstance(sampler, ARNSHMC):
+        raise ValueError(
+            "ARNSHMC's online estimator learns from each chain's own draws; chains sharing one "
+            "surrogate would need one estimator for all. Use RNSHMC, whose pooled fit refits "
+            "on every chain's evaluations."
+        )
+    if not getattr(sampler, "exact_acceptance", True):
+        raise ValueError(
+            "SparseGridHMC(exact_acceptance=False) is approximate by design; pooled chains "
+            "take exact samplers only. Use exact_acceptance=True."
+        )
+    owned = {var.name for var in sampler.vars}
+    missing = sorted(var.name for var in model.value_vars if var.name not in owned)
+    if missing:
+        raise ValueError(
+            f"PooledSurrogate samples all of the model's free variables; "
+            f"{type(sampler).__name__} was given a subset (not {', '.join(missing)}). Build "
+            "the sampler without vars=, or sample the others another way."
+        )
+
+
+def sample(
+    draws: int = 1000,
+    *,
+    tune: int = 1000,
+    chains: int = 4,
+    step=None,
+    model=None,
+    random_seed=None,
+    progressbar: bool = True,
+    evaluator: Evaluator | None = None,
+    **kwargs,
+):
+    """Sample ``chains`` chains of one surrogate sampler that share their surrogate.
+
+    As ``pm.sample`` (same arguments, same returned InferenceData or DataTree, the samplers'
+    statistics), with the chains in lockstep in this process: one warm-up fitted on the exact
+    evaluations of all chains, and each round's exact evaluations of all chains given to
+    ``evaluator`` together.
+
+    Parameters
+    ----------
+    draws, tune, chains, random_seed, progressbar
+        As for ``pm.sample``.
+    step : SurrogateHMC, optional
+        The configured sampler whose chains are pooled; default ``RNSHMC()``.
+    model : pymc.Model, optional
+        Default the model in context.
+    evaluator : Evaluator, optional
+        Where each round's exact evaluations run; default one after the other in this process.
+    **kwargs
+        Passed on to ``pm.sample`` (``cores`` is always 1).
+
+    Returns
+    -------
+    InferenceData or DataTree
+        What ``pm.sample`` returns.
+    """
+    import pymc as pm
+
+    from pymc_rnshmc.step_methods.rnshmc import RNSHMC
+
+    if kwargs.pop("cores", 1) != 1:
+        raise ValueError(
+            "sample() runs its chains in lockstep in one process (cores=1); parallel exact "
+            "evaluations come from the evaluator."
+        )
+    model = modelcontext(model)
+    with model, _without_pymcs_cores_advice():
+        sampler = RNSHMC() if step is None else step
+        pooled = PooledSurrogate(sampler, evaluator=evaluator)
+        return pm.sample(
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            cores=1,
+            step=pooled,
+            random_seed=random_seed,
+            progressbar=progressbar,
+            **kwargs,
+        )

@@ -1,0 +1,178 @@
+"""Chains in lockstep sharing one surrogate: what pm.sample returns, exact, one warm-up, batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_rnshmc
+from pymc_rnshmc import ARNSHMC, RNSHMC, RNSRMHMC, PooledSurrogate, SparseGridHMC
+from pymc_rnshmc.step_methods.evaluators import (
+    InProcessEvaluator,
+    ProcessEvaluator,
+    evaluate_exactly,
+)
+from tests.checks import assert_moments, posterior_draws, sample_stat
+from tests.models import NORMAL_MEAN, NORMAL_SD, correlated_normal, independent_normal
+from tests.step_methods.helpers import DistortedSurrogate, assert_correlated_normal
+
+TUNE, DRAWS, CHAINS = 300, 300, 4
+
+
+class CountingEvaluator(InProcessEvaluator):
+    """Evaluates in this process, in reverse order, and keeps each batch's size."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def evaluate(self, requests):
+        self.batches.append(len(requests))
+        backwards = [evaluate_exactly(*request) for request in reversed(requests)]
+        return backwards[::-1]
+
+
+def pooled_run(model, sampler_class=RNSHMC, seed=5, evaluator=None, **options):
+    with model:
+        step = sampler_class(**options)
+        pooled = PooledSurrogate(step, evaluator=evaluator)
+        idata = pm.sample(
+            step=pooled,
+            tune=TUNE,
+            draws=DRAWS,
+            chains=CHAINS,
+            cores=1,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
+    return idata, pooled
+
+
+@pytest.fixture(scope="module")
+def correlated_run():
+    evaluator = CountingEvaluator()
+    idata, pooled = pooled_run(correlated_normal(), evaluator=evaluator)
+    return idata, pooled, evaluator
+
+
+def test_returns_what_pm_sample_returns_with_the_samplers_stats(correlated_run):
+    idata, _, _ = correlated_run
+    assert posterior_draws(idata, "x").shape == (CHAINS, DRAWS, 2)
+    assert idata.warmup_posterior["x"].shape[:2] == (CHAINS, TUNE)
+    phases = sample_stat(idata, "phase")
+    assert (phases == 1).mean() > 0.8, "kept draws are surrogate draws"
+    assert (sample_stat(idata, "n_logp_evals")[phases == 1] == 1).all()
+
+
+def test_the_chains_share_one_warm_up_and_its_kernel(correlated_run):
+    _, pooled, _ = correlated_run
+    chains = pooled._pool.chains
+    assert len(chains) == CHAINS
+    assert all(chain.warmup is chains[0].warmup for chain in chains)
+    # the fits saw every chain's exploration (the record itself goes when tuning ends)
+    warmup = chains[0].warmup
+    assert warmup.fitted_rows[1] >= CHAINS * warmup.exploration_length()
+    assert len({id(chain.explorer) for chain in chains}) == CHAINS, "each chain its own NUTS"
+
+
+def test_each_rounds_exact_evaluations_come_in_one_batch(correlated_run):
+    idata, _, evaluator = correlated_run
+    assert max(evaluator.batches) == CHAINS
+    surrogate_rounds = (sample_stat(idata, "phase") == 1).sum(axis=0)
+    assert sum(evaluator.batches) >= surrogate_rounds.sum()
+
+
+def test_the_pooled_chains_are_exact(correlated_run):
+    idata, _, _ = correlated_run
+    assert_correlated_normal(idata, "pooled RNSHMC")
+
+
+def test_a_deliberately_wrong_surrogate_still_gives_the_posterior():
+    model = independent_normal()
+    idata, _ = pooled_run(model, surrogate=DistortedSurrogate("shifted", 0.5), seed=9)
+    x = posterior_draws(idata, "x")
+    for i in range(3):
+        assert_moments(x[..., i], NORMAL_MEAN[i], NORMAL_SD[i], f"x[{i}]", min_ess=150)
+
+
+def test_the_draws_depend_on_the_seed_not_on_how_the_batch_is_evaluated(correlated_run):
+    idata, _, _ = correlated_run
+    again, _ = pooled_run(correlated_normal(), evaluator=InProcessEvaluator())
+    np.testing.assert_array_equal(posterior_draws(again, "x"), posterior_draws(idata, "x"))
+
+
+@pytest.mark.parametrize("sampler_class", [RNSRMHMC, SparseGridHMC])
+def test_other_exact_samplers_pool_too(sampler_class):
+    idata, _ = pooled_run(correlated_normal(), sampler_class, exploration_steps=60)
+    assert_correlated_normal(idata, sampler_class.__name__, min_ess=100)
+
+
+def test_a_model_without_gradients_pools_its_values():
+    idata, pooled = pooled_run(correlated_normal(gradient=False))
+    assert pooled._pool.chains[0].warmup.settings.values_only
+    assert_correlated_normal(idata, "pooled gradient-free RNSHMC", min_ess=100)
+
+
+def test_sample_is_pm_sample_with_pooled_chains():
+    with correlated_normal() as model:
+        pass
+    idata = pymc_rnshmc.sample(
+        draws=100, tune=200, chains=2, model=model, random_seed=1, progressbar=False
+    )
+    assert posterior_draws(idata, "x").shape == (2, 100, 2)
+    with pytest.raises(ValueError, match="cores=1"):
+        pymc_rnshmc.sample(draws=10, tune=10, chains=2, model=model, cores=2)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: ARNSHMC(), "online estimator"),
+        (lambda: SparseGridHMC(exact_acceptance=False), "approximate"),
+        (lambda: "NUTS", "configured surrogate sampler"),
+    ],
+)
+def test_samplers_that_cannot_share_a_warm_up_are_refused(make, match):
+    with correlated_normal():
+        sampler = make()
+        with pytest.raises((ValueError, TypeError), match=match):
+            PooledSurrogate(sampler)
+
+
+def test_a_sampler_of_some_variables_only_is_refused():
+    with pm.Model():
+        x = pm.Normal("x", shape=2)
+        pm.Normal("y")
+        sampler = RNSHMC(vars=[x])
+        with pytest.raises(ValueError, match="all of the model's free variables"):
+            PooledSurrogate(sampler)
+
+
+def test_worker_processes_give_the_same_draws(correlated_run):
+    idata, _, _ = correlated_run
+    evaluator = ProcessEvaluator(workers=2)
+    try:
+        again, _ = pooled_run(correlated_normal(), evaluator=evaluator)
+    finally:
+        evaluator.close()
+    np.testing.assert_array_equal(posterior_draws(again, "x"), posterior_draws(idata, "x"))
+
+
+def test_with_cores_above_one_pymc_steps_the_pooled_chains_in_turn():
+    # PyMC would pickle population steps into one process each; refused, it steps them here
+    def run(cores):
+        with correlated_normal():
+            return pm.sample(
+                step=PooledSurrogate(RNSHMC()),
+                tune=100,
+                draws=20,
+                chains=2,
+                cores=cores,
+                progressbar=False,
+                random_seed=1,
+                compute_convergence_checks=False,
+            )
+
+    np.testing.assert_array_equal(posterior_draws(run(2), "x"), posterior_draws(run(1), "x"))
