@@ -47,19 +47,28 @@ SURROGATE_ERROR_EVERY = 10
 
 
 class BegunDraw(NamedTuple):
-    """A chain's draw between its two halves (:meth:`SurrogateChain.begin`, ``finish``)."""
+    """A chain's draw between its two halves (:meth:`SurrogateChain.begin`, ``finish``).
+
+    Either an exact draw waits for the explorer (``exact_phase`` set: the explorer's draw from
+    ``q0`` and ``exact_start``), or a surrogate move waits for its exact ``logp`` at
+    ``position_to_evaluate``.
+    """
 
     q0: RaveledVars
     kernel: Any = None
     """The kernel the surrogate move used (the tuning kernel while tuning)."""
     pending: PendingDraw | None = None
-    """The surrogate move, waiting for its correction; ``None`` for an exact draw."""
+    """The surrogate move, waiting for its correction."""
     start_evals: int = 0
     approximate: bool = False
-    done: tuple[RaveledVars, dict[str, Any]] | None = None
-    """An exact or safety-net draw, complete: the new point and its stats."""
     wants_gradient: bool = False
     """The correction's evaluation should carry the gradient (the surrogate learns from it)."""
+    exact_phase: int | None = None
+    """An exact draw's ``phase`` stat: 0 exploring, 2 safety net, 3 exact for good."""
+    exact_start: CachedPoint | None = None
+    """The chain's point with its ``logp``, where known, for the explorer."""
+    net_start: CachedPoint | None = None
+    """A safety-net draw's start, to measure the wall it crosses."""
 
     @property
     def position_to_evaluate(self) -> np.ndarray | None:
@@ -160,19 +169,26 @@ class SurrogateChain(WithSamplingState):
     ) -> tuple[RaveledVars, dict[str, Any]]:
         """Fit if due, then one draw of the chain's phase; its stats (without timings).
 
-        Its two halves, :meth:`begin` and :meth:`finish`, with the exact evaluation between
-        them made here, when the draw needs it.
+        Its two halves, :meth:`begin` and :meth:`finish`, with what lies between made here:
+        the explorer's draw, or the exact evaluation of a surrogate move (when asked).
         """
         begun = self.begin(q0, tune, rng, hooks)
+        exact = None
+        if begun.exact_phase is not None:
+            try:
+                exact = self.explorer.draw(q0, begun.exact_start, tune, rng)
+            except ModelEvaluationError as error:
+                self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
+                raise
         evaluate = hooks._evaluate_end if tune else self.evaluate_logp
-        return self.finish(begun, rng, hooks, evaluate)
+        return self.finish(begun, rng, hooks, evaluate, exact)
 
     def begin(self, q0: RaveledVars, tune: bool, rng, hooks: ChainHooks) -> BegunDraw:
-        """The first half of a draw: fit if due, then an exact draw, or a surrogate move.
+        """The first half of a draw: fit if due, then the start of an exact draw or a move.
 
-        An exact or safety-net draw is done here; a surrogate move waits for the exact
-        ``logp`` at ``pending.position_to_evaluate`` (with the gradient if
-        ``wants_gradient``), which a driver of many chains evaluates with the others'.
+        An exact or safety-net draw waits for the explorer's draw from ``q0``; a surrogate move
+        waits for the exact ``logp`` at ``position_to_evaluate`` (with the gradient if
+        ``wants_gradient``). A driver of many chains runs these with the other chains'.
         """
         self.tune = tune
         hooks._before_draw()
@@ -182,13 +198,9 @@ class SurrogateChain(WithSamplingState):
                 self.warmup.fit_if_due(self.iter_count, rng, _Host(self, hooks))
             activity = f"in a draw of the {self.phase} phase"
             if self.phase != Phase.SURROGATE:
-                q_new, stats = self._exact_draw(q0, rng)
-                stats["phase"] = 3 if self.phase == Phase.EXACT else 0
-                return BegunDraw(q0, done=(q_new, stats))
+                return self._begin_exact(q0, 3 if self.phase == Phase.EXACT else 0)
             if self._net_applies() and self.safety_net.catches(rng):
-                q_new, stats = self._safety_net_draw(q0, rng)
-                stats["phase"] = 2
-                return BegunDraw(q0, done=(q_new, stats))
+                return self._begin_exact(q0, 2)
             return self._propose(q0, rng, hooks)
         except ModelEvaluationError as error:
             self.log.locate(error, activity, self.exact_model.failures.layout)
@@ -200,15 +212,17 @@ class SurrogateChain(WithSamplingState):
         rng,
         hooks: ChainHooks,
         evaluate: Callable[[np.ndarray], Evaluation],
+        exact: ExactDraw | None = None,
     ) -> tuple[RaveledVars, dict[str, Any]]:
-        """The second half: the surrogate move's correction, bookkeeping, and the draw's stats.
+        """The second half: the correction or the explorer's draw, bookkeeping, and stats.
 
-        ``evaluate`` gives the exact ``logp`` where the correction asks for it.
+        ``evaluate`` gives the exact ``logp`` where a surrogate move's correction asks for it;
+        ``exact`` is the explorer's draw of an exact draw.
         """
         result = None
         try:
-            if begun.done is not None:
-                q_new, stats = begun.done
+            if begun.exact_phase is not None:
+                q_new, stats = self._finish_exact(begun, exact)
             else:
                 result = self._judge(begun, rng, evaluate)
                 q_new = RaveledVars(result.end.position, begun.q0.point_map_info)
@@ -237,28 +251,48 @@ class SurrogateChain(WithSamplingState):
         """The exact ``logp`` at ``position``."""
         return Evaluation(position, self.exact_model.logp(position))
 
-    def _exact_draw(self, q0: RaveledVars, rng) -> tuple[RaveledVars, dict[str, Any]]:
-        """A draw of the explorer (exploration, safety net, or no usable surrogate)."""
+    def _begin_exact(self, q0: RaveledVars, phase_code: int) -> BegunDraw:
+        """An exact draw's first half: the chain's point, with its ``logp`` where known."""
         cache, n_start = self.cache, 0
         if self.explorer.needs_logp:  # the random walk starts from the chain's logp
             cache, n_start, _ = self._current_logp(q0.data)
         elif cache is not None and not np.array_equal(cache.position, q0.data):
             cache = None
-        draw: ExactDraw = self.explorer.draw(q0, cache, self.tune, rng)
+        net_start = self.cache if phase_code == 2 else None
+        return BegunDraw(
+            q0, start_evals=n_start, exact_phase=phase_code, exact_start=cache, net_start=net_start
+        )
+
+    def _finish_exact(
+        self, begun: BegunDraw, draw: ExactDraw
+    ) -> tuple[RaveledVars, dict[str, Any]]:
+        """An exact draw's second half: record what it evaluated, cache where it went.
+
+        A safety-net draw (the explorer's, with the step size it adapted while exploring; the
+        surrogate dynamics have their own) is also looked at for the wall it crossed.
+        """
+        q0 = begun.q0
         if draw.laplace is not None:
             self.warmup.laplace = draw.laplace
             self.warmup.setup_seconds += draw.setup_seconds
         stats = draw.stats
-        stats["n_logp_evals"] += n_start
+        stats["n_logp_evals"] += begun.start_evals
         self.divergences += bool(stats["diverging"]) and not self.tune
         stats["divergences"] = self.divergences
-        if draw.position is None:  # could not start: the chain stays
-            return q0, stats
-        if self.tune and self.phase != Phase.EXACT and draw.evaluated is not None:
-            self.warmup.record.append(*draw.evaluated)
-        extras = self.exact_model.extra_values()
-        self.cache = CachedPoint(draw.position.copy(), draw.logp, extras)
-        return RaveledVars(draw.position, q0.point_map_info), stats
+        stats["phase"] = begun.exact_phase
+        q_new = q0
+        if draw.position is not None:  # else it could not start: the chain stays
+            if self.tune and self.phase != Phase.EXACT and draw.evaluated is not None:
+                self.warmup.record.append(*draw.evaluated)
+            extras = self.exact_model.extra_values()
+            self.cache = CachedPoint(draw.position.copy(), draw.logp, extras)
+            q_new = RaveledVars(draw.position, q0.point_map_info)
+        if begun.exact_phase == 2:
+            stats["safety_net"] = True
+            start = begun.net_start
+            if start is not None and np.array_equal(start.position, q0.data):
+                self._watch_wall(start, q_new.data, stats)
+        return q_new, stats
 
     def _net_applies(self) -> bool:
         """Whether this surrogate-phase draw may be a safety-net draw.
@@ -272,19 +306,6 @@ class SurrogateChain(WithSamplingState):
         MCSE off.
         """
         return not (self.tune and self.settings.values_only)
-
-    def _safety_net_draw(self, q0: RaveledVars, rng) -> tuple[RaveledVars, dict[str, Any]]:
-        """An exact draw in the surrogate phase (:mod:`~pymc_rnshmc.step_methods.safety_net`).
-
-        The explorer's draw, with the step size it adapted while exploring (the surrogate
-        dynamics have their own), looked at for the wall it crossed.
-        """
-        start = self.cache
-        q_new, stats = self._exact_draw(q0, rng)
-        stats["safety_net"] = True
-        if start is not None and np.array_equal(start.position, q0.data):
-            self._watch_wall(start, q_new.data, stats)
-        return q_new, stats
 
     def _watch_wall(self, start: CachedPoint, end: np.ndarray, stats: dict[str, Any]) -> None:
         """Set a net draw's ``surrogate_error`` from the wall it crossed, and act on a high one.
@@ -326,7 +347,14 @@ class SurrogateChain(WithSamplingState):
             evaluable=warmup.explored_region.contains if self.tune else None,
         )
         wants_gradient = self.tune and hooks._wants_end_gradient()
-        return BegunDraw(q0, kernel, pending, n_logp_evals, approximate, None, wants_gradient)
+        return BegunDraw(
+            q0,
+            kernel=kernel,
+            pending=pending,
+            start_evals=n_logp_evals,
+            approximate=approximate,
+            wants_gradient=wants_gradient,
+        )
 
     def _judge(self, begun: BegunDraw, rng, evaluate) -> DrawResult:
         """The correction of a surrogate move (its second half), and what the chain learns."""

@@ -1,9 +1,14 @@
-"""Where a population's exact evaluations run: in this process, or in worker processes.
+"""Where a population's exact work runs: in this process, or in worker processes.
 
-A round of pooled chains (:mod:`~pymc_rnshmc.step_methods.population`) needs one exact ``logp``
-per surrogate move, with the gradient while the surrogate learns. An evaluator takes them as one
-batch of requests ``(exact_model, position, gradient)`` and returns an
-:class:`~pymc_rnshmc.hmc.corrections.Evaluation` for each, in order. Failures are counted on the
+A round of pooled chains (:mod:`~pymc_rnshmc.step_methods.population`) needs, per chain, either
+one exact ``logp`` (a surrogate move's correction, with the gradient while the surrogate
+learns) or one exact draw of the chain's explorer (exploring, a safety-net draw, or exact draws
+after a fall-back: a NUTS trajectory of exact gradients). An evaluator takes each kind as one
+batch: :meth:`Evaluator.evaluate` returns an :class:`~pymc_rnshmc.hmc.corrections.Evaluation`
+per request, :meth:`Evaluator.explore` an :class:`~pymc_rnshmc.step_methods.explorers.ExactDraw`
+per request, in order. An explorer's draw on a worker starts from the chain's explorer state
+and random generator, shipped with the request, and returns both advanced, so the chain goes on
+exactly as if it had drawn here. Failures are counted on the
 requesting chain's exact model, as in a single chain
 (:mod:`~pymc_rnshmc.step_methods.model_failures`): a rejected error or a non-finite ``logp``
 is a counted rejection, another error stops the sampler with a
@@ -24,20 +29,31 @@ from typing import Any, Protocol
 
 import cloudpickle
 import numpy as np
+from pymc.blocking import RaveledVars
 
 from pymc_rnshmc._checks import check_positive_integer
 from pymc_rnshmc.hmc.corrections import Evaluation
+from pymc_rnshmc.step_methods.explorers import ExactDraw
 
 __all__ = ["Evaluator", "InProcessEvaluator", "ProcessEvaluator", "evaluate_exactly"]
 
 Request = tuple[Any, np.ndarray, bool]
 """``(exact_model, position, gradient)``: a chain's exact model, where, with the gradient?"""
+DrawRequest = tuple[Any, RaveledVars, Any, bool, np.random.Generator]
+"""``(chain, q0, start, tune, rng)``: the chain whose explorer draws from ``q0`` (``start``:
+its point with its ``logp``, if known), tuning or not, with the chain's generator."""
 
 
 class Evaluator(Protocol):
-    """Evaluates one round's exact ``logp`` (and gradients) of all chains, in order."""
+    """Runs one round's exact work of all chains, each kind as one batch, in order."""
+
+    def start(self, sampler) -> None:
+        """Prepare for ``sampler``'s model (the workers load it once)."""
+        ...
 
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]: ...
+
+    def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]: ...
 
 
 def evaluate_exactly(exact_model, position: np.ndarray, gradient: bool) -> Evaluation:
@@ -51,22 +67,43 @@ def evaluate_exactly(exact_model, position: np.ndarray, gradient: bool) -> Evalu
 class InProcessEvaluator:
     """Evaluates a round's requests one after the other, in this process (the default)."""
 
+    def start(self, sampler) -> None:
+        """Nothing to prepare."""
+
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
         return [evaluate_exactly(*request) for request in requests]
 
+    def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
+        return [
+            chain.explorer.draw(q0, start, tune, rng) for chain, q0, start, tune, rng in requests
+        ]
 
-_WORKER_MODEL = {}
-"""In a worker process: the exact model it unpickled, by the evaluator's token."""
+
+_WORKER_SAMPLER = {}
+"""In a worker process: the sampler it unpickled (its exact model and explorer), by token."""
 
 
 def _install(token: str, payload: bytes) -> None:
-    _WORKER_MODEL[token] = cloudpickle.loads(payload)
+    _WORKER_SAMPLER[token] = cloudpickle.loads(payload)
 
 
 def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool):
-    exact_model = _WORKER_MODEL[token]
+    exact_model = _WORKER_SAMPLER[token].exact_model
     evaluation = evaluate_exactly(exact_model, position, gradient)
     return evaluation, exact_model.failures.take()
+
+
+def _draw_in_worker(token: str, explorer_state, rng_state: dict, q0, start, tune: bool):
+    """The chain's explorer's draw, from its state and generator; both returned advanced."""
+    sampler = _WORKER_SAMPLER[token]
+    explorer = sampler._explorer
+    explorer.sampling_state = explorer_state
+    rng = np.random.default_rng()
+    rng.bit_generator.state = rng_state
+    explorer.share_rng(rng)
+    draw = explorer.draw(q0, start, tune, rng)
+    failures = sampler.exact_model.failures.take()
+    return draw, explorer.sampling_state, rng.bit_generator.state, failures
 
 
 class ProcessEvaluator:
@@ -83,8 +120,8 @@ class ProcessEvaluator:
 
     Notes
     -----
-    The pool starts at the first batch, with the first request's exact model (all chains of a
-    population share its compiled functions), and stops with :meth:`close` or when the
+    The pool starts when a population starts (:meth:`start`, with the sampler, which each
+    worker unpickles once with its compiled model), and stops with :meth:`close` or when the
     evaluator is garbage collected. For cheap models the round trip to a process costs more
     than the evaluation: keep the default in-process evaluator.
     """
@@ -94,12 +131,44 @@ class ProcessEvaluator:
         self.context = context
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._token: str | None = None
-        self._model_id: int | None = None
+
+    def start(self, sampler) -> None:
+        """Start the pool for ``sampler``: each worker unpickles it (its compiled model) once."""
+        self.close()
+        self._token = f"sampler-{id(sampler)}"
+        self._pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=multiprocessing.get_context(self.context),
+            initializer=_install,
+            initargs=(self._token, cloudpickle.dumps(sampler)),
+        )
+
+    def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
+        futures = [
+            self._pool.submit(
+                _draw_in_worker,
+                self._token,
+                chain.explorer.sampling_state,
+                rng.bit_generator.state,
+                q0,
+                start,
+                tune,
+            )
+            for chain, q0, start, tune, rng in requests
+        ]
+        draws = []
+        for (chain, _, _, _, rng), future in zip(requests, futures):
+            draw, explorer_state, rng_state, (count, first) = future.result()
+            chain.explorer.sampling_state = explorer_state
+            rng.bit_generator.state = rng_state
+            chain.explorer.share_rng(rng)
+            chain.exact_model.failures.add(count, first)
+            draws.append(draw)
+        return draws
 
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
         if not requests:
             return []
-        self._start(requests[0][0])
         futures = [
             self._pool.submit(_evaluate_in_worker, self._token, np.asarray(position), gradient)
             for _, position, gradient in requests
@@ -110,21 +179,6 @@ class ProcessEvaluator:
             exact_model.failures.add(count, first)
             evaluations.append(evaluation)
         return evaluations
-
-    def _start(self, exact_model) -> None:
-        """Start the pool for ``exact_model``'s compiled functions (once per model)."""
-        key = id(exact_model.step_function)
-        if self._pool is not None and self._model_id == key:
-            return
-        self.close()
-        self._model_id, self._token = key, f"model-{key}"
-        payload = cloudpickle.dumps(exact_model.for_another_chain())
-        self._pool = concurrent.futures.ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=multiprocessing.get_context(self.context),
-            initializer=_install,
-            initargs=(self._token, payload),
-        )
 
     def close(self) -> None:
         """Stop the worker processes."""

@@ -6,8 +6,10 @@ each iteration steps chain 0, 1, ... in turn, and every chain sees the others' c
 warm-up: one record of the exact evaluations of all chains, one surrogate fitted on it, one
 step-size adaptation, one kernel frozen when tuning ends. At chain 0's call in each iteration
 it begins every chain's draw (:meth:`~pymc_rnshmc.step_methods.chain.SurrogateChain.begin`),
-has the exact ``logp`` of all the surrogate moves evaluated together (one batch, by an
-:class:`Evaluator`), and finishes them; the other chains' calls take their results.
+has the exact work done in two batches by an evaluator
+(:mod:`~pymc_rnshmc.step_methods.evaluators`): the explorers' exact draws (exploring, safety
+net) and the surrogate moves' exact ``logp``; then it finishes them, and the other chains'
+calls take their results.
 
 Each chain keeps its own explorer (PyMC's NUTS and its adaptation), random generator, cached
 point and failure count. After tuning each chain is an ordinary Markov chain of the one frozen
@@ -31,6 +33,7 @@ from pymc.model import modelcontext
 from pymc.step_methods.arraystep import PopulationArrayStepShared
 from pymc.util import get_random_generator
 
+from pymc_rnshmc.exceptions import ModelEvaluationError
 from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.chain import BegunDraw, SurrogateChain
 from pymc_rnshmc.step_methods.evaluators import Evaluator, InProcessEvaluator
@@ -70,9 +73,10 @@ class PooledSurrogate(PopulationArrayStepShared):
         A configured sampler (``RNSHMC``, ``SparseGridHMC`` or ``RNSRMHMC``) for all the
         model's free variables; its options hold for every chain.
     evaluator : Evaluator, optional
-        Evaluates each round's exact ``logp`` of all chains
-        (:mod:`~pymc_rnshmc.step_methods.evaluators`); default one after the other in this
-        process. ``ProcessEvaluator(workers=4)`` runs them in local worker processes.
+        Runs each round's exact work of all chains, the explorers' draws and the surrogate
+        moves' evaluations, each as one batch (:mod:`~pymc_rnshmc.step_methods.evaluators`);
+        default one after the other in this process. ``ProcessEvaluator(workers=4)`` runs
+        them in local worker processes.
 
     References
     ----------
@@ -114,6 +118,7 @@ class PooledSurrogate(PopulationArrayStepShared):
         if chain_index == 0:
             self._pool.__init__()
             self._pool.warmup = SurrogateWarmup(self.sampler._warmup_settings, self._tune_steps)
+            self.evaluator.start(self.sampler)
         self._join()
 
     def _join(self) -> None:
@@ -181,46 +186,73 @@ class PooledSurrogate(PopulationArrayStepShared):
         return q_new, [stats]
 
     def _round(self) -> dict[int, tuple[RaveledVars, dict[str, Any]]]:
-        """Every chain's draw of this iteration, the exact evaluations in one batch."""
+        """Every chain's draw of this iteration; the exact work as two batches."""
         pool = self._pool
         clocks = np.zeros(len(pool.chains))
         begun: list[BegunDraw] = []
         for index, (chain, step, hooks) in enumerate(zip(pool.chains, pool.steps, pool.hooks)):
             start = time.perf_counter()
             hooks.tune = step.tune
-            q0 = DictToArrayBijection.map(
-                {name: self.population[index][name] for name in self.var_names}
-            )
+            point = self.population[index]
+            q0 = DictToArrayBijection.map({name: point[name] for name in self.var_names})
             begun.append(chain.begin(q0, step.tune, step.rng, hooks))
             clocks[index] += time.perf_counter() - start
-        evaluations, seconds = self._evaluate(begun)
+        exact_draws = self._explore(begun, clocks)
+        evaluations = self._evaluate(begun, clocks)
         results = {}
         for index, (chain, step, hooks) in enumerate(zip(pool.chains, pool.steps, pool.hooks)):
             start = time.perf_counter()
             evaluate = _precomputed(evaluations.get(index), chain, hooks, step.tune)
-            q_new, stats = chain.finish(begun[index], step.rng, hooks, evaluate)
-            clocks[index] += time.perf_counter() - start + seconds[index]
+            draw = exact_draws.get(index)
+            q_new, stats = chain.finish(begun[index], step.rng, hooks, evaluate, draw)
+            clocks[index] += time.perf_counter() - start
             stats["perf_counter_start"] = start
             stats["perf_counter_diff"] = clocks[index]
             stats["process_time_diff"] = clocks[index]
             results[index] = (q_new, stats)
         return results
 
-    def _evaluate(self, begun: list[BegunDraw]) -> tuple[dict[int, Evaluation], np.ndarray]:
-        """The round's exact evaluations, one batch; each chain's share of the batch's time."""
+    def _explore(self, begun: list[BegunDraw], clocks: np.ndarray) -> dict:
+        """The round's exact draws (explorers' draws), one batch; time shared among them."""
+        pool = self._pool
+        waiting = [i for i, draw in enumerate(begun) if draw.exact_phase is not None]
+        requests = [
+            (
+                pool.chains[i],
+                begun[i].q0,
+                begun[i].exact_start,
+                pool.steps[i].tune,
+                pool.steps[i].rng,
+            )
+            for i in waiting
+        ]
+        return self._batch(waiting, requests, self.evaluator.explore, clocks)
+
+    def _evaluate(self, begun: list[BegunDraw], clocks: np.ndarray) -> dict:
+        """The round's surrogate moves' exact evaluations, one batch; time shared among them."""
         pool = self._pool
         waiting = [i for i, draw in enumerate(begun) if draw.position_to_evaluate is not None]
         requests = [
             (pool.chains[i].exact_model, begun[i].position_to_evaluate, begun[i].wants_gradient)
             for i in waiting
         ]
-        seconds = np.zeros(len(begun))
+        return self._batch(waiting, requests, self.evaluator.evaluate, clocks)
+
+    def _batch(self, waiting: list[int], requests: list, run, clocks: np.ndarray) -> dict:
+        """``run(requests)`` for the chains ``waiting``; each is charged an equal share."""
         if not requests:
-            return {}, seconds
+            return {}
+        pool = self._pool
         start = time.perf_counter()
-        evaluations = self.evaluator.evaluate(requests)
-        seconds[waiting] = (time.perf_counter() - start) / len(waiting)
-        return dict(zip(waiting, evaluations)), seconds
+        try:
+            results = run(requests)
+        except ModelEvaluationError as error:
+            chain = pool.chains[waiting[0]]
+            where = f"in a batch of the {chain.phase} phase (chains {waiting})"
+            chain.log.locate(error, where, chain.failures.layout)
+            raise
+        clocks[waiting] += (time.perf_counter() - start) / len(waiting)
+        return dict(zip(waiting, results))
 
     # ----------------------------------------------------------------- PyMC protocol
     def __copy__(self) -> PooledSurrogate:

@@ -142,7 +142,7 @@ def test_an_error_of_the_model_stops_sampling_naming_the_parameters_and_keeps_th
 @pytest.mark.parametrize(
     ("name", "method", "phase"),
     [
-        ("RNSHMC", "_exact_draw", "exploration"),
+        ("RNSHMC", "_begin_exact", "exploration"),
         ("SparseGridHMC", "_new_surrogate", "while fitting the surrogate"),
         ("RNSHMC", "_propose", "surrogate"),
     ],
@@ -212,7 +212,7 @@ def test_reject_errors_must_be_exception_types(setting):
 @pytest.mark.parametrize(
     ("name", "method", "after_tuning"),
     [
-        ("RNSHMC", "_exact_draw", False),
+        ("RNSHMC", "_begin_exact", False),
         ("SparseGridHMC", "_new_surrogate", False),
         ("RNSHMC", "_propose", True),
     ],

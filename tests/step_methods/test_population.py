@@ -25,6 +25,11 @@ class CountingEvaluator(InProcessEvaluator):
 
     def __init__(self) -> None:
         self.batches: list[int] = []
+        self.draw_batches: list[int] = []
+
+    def explore(self, requests):
+        self.draw_batches.append(len(requests))
+        return super().explore(requests)
 
     def evaluate(self, requests):
         self.batches.append(len(requests))
@@ -77,9 +82,11 @@ def test_the_chains_share_one_warm_up_and_its_kernel(correlated_run):
     assert len({id(chain.explorer) for chain in chains}) == CHAINS, "each chain its own NUTS"
 
 
-def test_each_rounds_exact_evaluations_come_in_one_batch(correlated_run):
+def test_each_rounds_exact_work_comes_in_batches(correlated_run):
     idata, _, evaluator = correlated_run
     assert max(evaluator.batches) == CHAINS
+    # while exploring every chain draws exactly in each round: one batch of all of them
+    assert evaluator.draw_batches[:10] == [CHAINS] * 10
     surrogate_rounds = (sample_stat(idata, "phase") == 1).sum(axis=0)
     assert sum(evaluator.batches) >= surrogate_rounds.sum()
 
