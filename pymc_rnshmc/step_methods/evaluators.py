@@ -15,15 +15,19 @@ is a counted rejection, another error stops the sampler with a
 :class:`~pymc_rnshmc.exceptions.ModelEvaluationError`.
 
 :class:`ProcessEvaluator` hands the batch to ``concurrent.futures`` worker processes (the
-standard library's pool: no scheduler of our own). Each worker unpickles the exact model once,
-with its compiled functions, and keeps it; a request carries only the position. The results do
-not depend on the number of workers: each evaluation is a function of its position.
+standard library's pool), :class:`DaskEvaluator` to a ``dask.distributed`` cluster: no
+scheduler of our own. Each worker unpickles the sampler once (the compiled model and an
+explorer) and keeps it; a request carries a position, or a chain's explorer and generator
+states. The results do not depend on the number of workers: each task is a function of what it
+is sent.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import multiprocessing
+import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -35,7 +39,13 @@ from pymc_rnshmc._checks import check_positive_integer
 from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.explorers import ExactDraw
 
-__all__ = ["Evaluator", "InProcessEvaluator", "ProcessEvaluator", "evaluate_exactly"]
+__all__ = [
+    "DaskEvaluator",
+    "Evaluator",
+    "InProcessEvaluator",
+    "ProcessEvaluator",
+    "evaluate_exactly",
+]
 
 Request = tuple[Any, np.ndarray, bool]
 """``(exact_model, position, gradient)``: a chain's exact model, where, with the gradient?"""
@@ -106,6 +116,43 @@ def _draw_in_worker(token: str, explorer_state, rng_state: dict, q0, start, tune
     return draw, explorer.sampling_state, rng.bit_generator.state, failures
 
 
+def explore_with(submit, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
+    """The explorers' draws, each sent with ``submit(function, *args) -> future``.
+
+    Each request ships the chain's explorer state and generator state; the chain takes both
+    back advanced, and counts the failures of its draw.
+    """
+    futures = [
+        submit(
+            _draw_in_worker, chain.explorer.sampling_state, rng.bit_generator.state, q0, start, tune
+        )
+        for chain, q0, start, tune, rng in requests
+    ]
+    draws = []
+    for (chain, _, _, _, rng), future in zip(requests, futures):
+        draw, explorer_state, rng_state, (count, first) = future.result()
+        chain.explorer.sampling_state = explorer_state
+        rng.bit_generator.state = rng_state
+        chain.explorer.share_rng(rng)
+        chain.exact_model.failures.add(count, first)
+        draws.append(draw)
+    return draws
+
+
+def evaluate_with(submit, requests: Sequence[Request]) -> list[Evaluation]:
+    """The exact evaluations, each sent with ``submit``; failures counted on each chain."""
+    futures = [
+        submit(_evaluate_in_worker, np.asarray(position), gradient)
+        for _, position, gradient in requests
+    ]
+    evaluations = []
+    for (exact_model, _, _), future in zip(requests, futures):
+        evaluation, (count, first) = future.result()  # a ModelEvaluationError re-raises
+        exact_model.failures.add(count, first)
+        evaluations.append(evaluation)
+    return evaluations
+
+
 class ProcessEvaluator:
     """Evaluates each round's requests in parallel, in local worker processes.
 
@@ -144,41 +191,13 @@ class ProcessEvaluator:
         )
 
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
-        futures = [
-            self._pool.submit(
-                _draw_in_worker,
-                self._token,
-                chain.explorer.sampling_state,
-                rng.bit_generator.state,
-                q0,
-                start,
-                tune,
-            )
-            for chain, q0, start, tune, rng in requests
-        ]
-        draws = []
-        for (chain, _, _, _, rng), future in zip(requests, futures):
-            draw, explorer_state, rng_state, (count, first) = future.result()
-            chain.explorer.sampling_state = explorer_state
-            rng.bit_generator.state = rng_state
-            chain.explorer.share_rng(rng)
-            chain.exact_model.failures.add(count, first)
-            draws.append(draw)
-        return draws
+        return explore_with(self._submit, requests)
 
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
-        if not requests:
-            return []
-        futures = [
-            self._pool.submit(_evaluate_in_worker, self._token, np.asarray(position), gradient)
-            for _, position, gradient in requests
-        ]
-        evaluations = []
-        for (exact_model, _, _), future in zip(requests, futures):
-            evaluation, (count, first) = future.result()  # a ModelEvaluationError re-raises
-            exact_model.failures.add(count, first)
-            evaluations.append(evaluation)
-        return evaluations
+        return evaluate_with(self._submit, requests)
+
+    def _submit(self, function, *args):
+        return self._pool.submit(function, self._token, *args)
 
     def close(self) -> None:
         """Stop the worker processes."""
@@ -197,3 +216,62 @@ class ProcessEvaluator:
             self.close()
         except Exception:  # interpreter shutdown
             pass
+
+
+def _installed(function, token: str, payload, *args):
+    """``function(token, *args)`` on a Dask worker, unpickling the sampler there at first use.
+
+    The arguments are copied first: Dask may hand over arrays that view its receive buffers,
+    unaligned, which PyTensor's C functions refuse.
+    """
+    if token not in _WORKER_SAMPLER:
+        _install(token, payload)
+    return function(token, *copy.deepcopy(args))
+
+
+class DaskEvaluator:
+    """Runs each round's batches on a ``dask.distributed`` cluster.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A client of the cluster (a ``LocalCluster``, or a real one).
+    retries : int
+        Times Dask retries a task whose worker died (a model error is not retried: it is
+        the model's answer).
+
+    Notes
+    -----
+    The pickled sampler is scattered to every worker once (``broadcast``); each worker
+    unpickles it at its first task and keeps it, so a worker that joins later gets it too.
+    Every task is a function of what it is sent, so the draws do not depend on the number of
+    workers or on which worker ran what.
+    """
+
+    def __init__(self, client, retries: int = 2) -> None:
+        self.client = client
+        self.retries = check_positive_integer("retries", retries + 1) - 1
+        self._token: str | None = None
+        self._payload = None
+
+    def start(self, sampler) -> None:
+        """Send the pickled sampler to every worker, once."""
+        self._token = f"sampler-{id(sampler)}-{uuid.uuid4().hex}"
+        self._payload = self.client.scatter(cloudpickle.dumps(sampler), broadcast=True)
+
+    def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
+        return explore_with(self._submit, requests)
+
+    def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
+        return evaluate_with(self._submit, requests)
+
+    def _submit(self, function, *args):
+        return self.client.submit(
+            _installed,
+            function,
+            self._token,
+            self._payload,
+            *args,
+            pure=False,
+            retries=self.retries,
+        )
