@@ -180,7 +180,7 @@ class SurrogateChain(WithSamplingState):
             except ModelEvaluationError as error:
                 self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
                 raise
-        evaluate = hooks._evaluate_end if tune else self.evaluate_logp
+        evaluate = hooks._evaluate_end if tune else self.exact_model.evaluate
         return self.finish(begun, rng, hooks, evaluate, exact)
 
     def begin(self, q0: RaveledVars, tune: bool, rng, hooks: ChainHooks) -> BegunDraw:
@@ -246,10 +246,6 @@ class SurrogateChain(WithSamplingState):
     @property
     def failures(self):
         return self.exact_model.failures
-
-    def evaluate_logp(self, position: np.ndarray) -> Evaluation:
-        """The exact ``logp`` at ``position``."""
-        return Evaluation(position, self.exact_model.logp(position))
 
     def _begin_exact(self, q0: RaveledVars, phase_code: int) -> BegunDraw:
         """An exact draw's first half: the chain's point, with its ``logp`` where known."""

@@ -44,7 +44,6 @@ __all__ = [
     "Evaluator",
     "InProcessEvaluator",
     "ProcessEvaluator",
-    "evaluate_exactly",
 ]
 
 Request = tuple[Any, np.ndarray, bool]
@@ -66,14 +65,6 @@ class Evaluator(Protocol):
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]: ...
 
 
-def evaluate_exactly(exact_model, position: np.ndarray, gradient: bool) -> Evaluation:
-    """The exact model at ``position``: ``logp``, and ``grad U`` if ``gradient``."""
-    if not gradient:
-        return Evaluation(position, exact_model.logp(position))
-    potential, potential_gradient = exact_model.potential_and_gradient(position)
-    return Evaluation(position, -potential, potential_gradient)
-
-
 class InProcessEvaluator:
     """Evaluates a round's requests one after the other, in this process (the default)."""
 
@@ -81,7 +72,9 @@ class InProcessEvaluator:
         """Nothing to prepare."""
 
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
-        return [evaluate_exactly(*request) for request in requests]
+        return [
+            exact_model.evaluate(position, gradient) for exact_model, position, gradient in requests
+        ]
 
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
         return [
@@ -99,7 +92,7 @@ def _install(token: str, payload: bytes) -> None:
 
 def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool):
     exact_model = _WORKER_SAMPLER[token].exact_model
-    evaluation = evaluate_exactly(exact_model, position, gradient)
+    evaluation = exact_model.evaluate(position, gradient)
     return evaluation, exact_model.failures.take()
 
 
@@ -205,12 +198,6 @@ class ProcessEvaluator:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self._pool = None
 
-    def __getstate__(self) -> dict:  # a step holding it is copied and pickled by PyMC
-        return {"workers": self.workers, "context": self.context}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(**state)
-
     def __del__(self) -> None:
         try:
             self.close()
@@ -250,7 +237,9 @@ class DaskEvaluator:
 
     def __init__(self, client, retries: int = 2) -> None:
         self.client = client
-        self.retries = check_positive_integer("retries", retries + 1) - 1
+        if not (isinstance(retries, int) and retries >= 0):
+            raise ValueError(f"retries must be a non-negative integer, got {retries!r}.")
+        self.retries = retries
         self._token: str | None = None
         self._payload = None
 

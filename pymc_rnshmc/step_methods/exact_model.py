@@ -21,6 +21,7 @@ import numpy as np
 import pytensor.gradient
 
 from pymc_rnshmc.exceptions import EvaluationTimeout
+from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.model_failures import ModelFailures, ParameterLayout
 from pymc_rnshmc.step_methods.options import compile_options
 from pymc_rnshmc.step_methods.time_limit import TimeLimit
@@ -243,6 +244,13 @@ class ExactModel:
             self.failures.note_logp(position, logp)
             return np.inf, np.full(np.shape(position), np.nan)
         return -logp, -np.asarray(logp_gradient, dtype=float)
+
+    def evaluate(self, position: np.ndarray, gradient: bool = False) -> Evaluation:
+        """The model at ``position`` as an ``Evaluation``: ``logp``, and ``grad U`` if asked."""
+        if not gradient:
+            return Evaluation(position, self.logp(position))
+        potential, potential_gradient = self.potential_and_gradient(position)
+        return Evaluation(position, -potential, potential_gradient)
 
     def potentials(self, positions: np.ndarray) -> np.ndarray:
         """Exact ``U`` at rows ``(n, d)`` (``inf``, counted, where the model fails), in order.

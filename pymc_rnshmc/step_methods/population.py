@@ -38,7 +38,7 @@ from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.chain import BegunDraw, SurrogateChain
 from pymc_rnshmc.step_methods.evaluators import Evaluator, InProcessEvaluator
 from pymc_rnshmc.step_methods.explorers import new_explorer
-from pymc_rnshmc.step_methods.reporting import progressbar_config, progressbar_update
+from pymc_rnshmc.step_methods.reporting import progressbar_config, progressbar_update_functions
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 
 __all__ = ["PooledSurrogate", "sample"]
@@ -48,6 +48,10 @@ class _Pool:
     """What the chains of one ``pm.sample`` call share: the warm-up, the chains, the results."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous run (in place: every chain's copy of the step holds this pool)."""
         self.warmup: SurrogateWarmup | None = None
         self.chains: list[SurrogateChain] = []
         self.steps: list[PooledSurrogate] = []
@@ -115,8 +119,8 @@ class PooledSurrogate(PopulationArrayStepShared):
         self.population = population
         self.this_chain = chain_index
         self.other_chains = [c for c in range(len(population)) if c != chain_index]
-        if chain_index == 0:
-            self._pool.__init__()
+        if chain_index == 0:  # a new run: the copies made so far share this very pool
+            self._pool.reset()
             self._pool.warmup = SurrogateWarmup(self.sampler._warmup_settings, self._tune_steps)
             self.evaluator.start(self.sampler)
         self._join()
@@ -272,20 +276,15 @@ class PooledSurrogate(PopulationArrayStepShared):
             "Parallel evaluations come from its evaluator (ProcessEvaluator(workers=n))."
         )
 
-    @staticmethod
-    def _progressbar_config(n_chains=1):
-        return progressbar_config(n_chains)
-
-    @staticmethod
-    def _make_progressbar_update_functions():
-        return (progressbar_update,)
+    _progressbar_config = staticmethod(progressbar_config)
+    _make_progressbar_update_functions = staticmethod(progressbar_update_functions)
 
 
 def _precomputed(
     evaluation: Evaluation | None, chain: SurrogateChain, hooks, tune: bool
 ) -> Callable[[np.ndarray], Evaluation]:
     """The correction's ``evaluate``: the batch's evaluation where it was made, else in place."""
-    fallback = hooks._evaluate_end if tune else chain.evaluate_logp
+    fallback = hooks._evaluate_end if tune else chain.exact_model.evaluate
 
     def evaluate(position: np.ndarray) -> Evaluation:
         if evaluation is not None and np.array_equal(position, evaluation.position):

@@ -207,6 +207,11 @@ def progressbar_config(n_chains: int = 1):
     return columns, stats
 
 
+def progressbar_update_functions() -> tuple:
+    """PyMC's ``_make_progressbar_update_functions`` for the samplers' steps."""
+    return (progressbar_update,)
+
+
 def progressbar_update(stats: dict[str, Any]) -> dict[str, Any]:
     """Progress-bar fields from one draw's stats."""
     return {

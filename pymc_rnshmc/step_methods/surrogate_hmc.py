@@ -58,7 +58,7 @@ from pymc_rnshmc.step_methods.options import (
 from pymc_rnshmc.step_methods.reporting import (
     SURROGATE_HMC_STATS,
     progressbar_config,
-    progressbar_update,
+    progressbar_update_functions,
 )
 from pymc_rnshmc.step_methods.safety_net import SafetyNet
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
@@ -342,13 +342,6 @@ class SurrogateHMC(ArrayStepShared):
         stats["process_time_diff"] = time.process_time() - process_start
         return q_new, [stats]
 
-    def _evaluate_logp(self, position: np.ndarray) -> Evaluation:
-        return Evaluation(position, self.exact_model.logp(position))
-
-    def _evaluate_with_gradient(self, position: np.ndarray) -> Evaluation:
-        potential, gradient = self.exact_model.potential_and_gradient(position)
-        return Evaluation(position, -potential, gradient)
-
     # ----------------------------------------------------------------- hooks
     def _new_surrogate(self):
         """An unfitted surrogate for this chain."""
@@ -366,9 +359,7 @@ class SurrogateHMC(ArrayStepShared):
 
     def _evaluate_end(self, position: np.ndarray) -> Evaluation:
         """The exact model at a proposal: ``logp``, and its gradient while learning."""
-        if self._wants_end_gradient():
-            return self._evaluate_with_gradient(position)
-        return self._evaluate_logp(position)
+        return self.exact_model.evaluate(position, self._wants_end_gradient())
 
     def _wants_end_gradient(self) -> bool:
         """Whether a tuning draw's proposal is evaluated with its gradient (to learn from)."""
@@ -386,10 +377,5 @@ class SurrogateHMC(ArrayStepShared):
             return Competence.COMPATIBLE
         return Competence.INCOMPATIBLE
 
-    @staticmethod
-    def _progressbar_config(n_chains=1):
-        return progressbar_config(n_chains)
-
-    @staticmethod
-    def _make_progressbar_update_functions():
-        return (progressbar_update,)
+    _progressbar_config = staticmethod(progressbar_config)
+    _make_progressbar_update_functions = staticmethod(progressbar_update_functions)
