@@ -8,6 +8,8 @@ __all__ = [
     "FIT_ERRORS",
     "EvaluationTimeout",
     "ModelEvaluationError",
+    "ServedModelError",
+    "ServedModelUnavailable",
     "SurrogateFitError",
     "SurrogateWarning",
 ]
@@ -33,9 +35,12 @@ class ModelEvaluationError(RuntimeError):
         (``"in a draw of the exploration phase, draw 57 of the chain"``).
     draws : dict
         The chain's draws of the step's value variables so far, ``{name: (n, *shape)}``,
-        tuning draws first; empty if the error did not pass through a step.
+        tuning draws first; empty if the error did not pass through a step. For pooled chains
+        (``chains > 0``) every chain's, ``{name: (chain, n, *shape)}``.
     tuning_draws : int
         How many of ``draws`` were tuning draws.
+    chains : int
+        The number of pooled chains whose draws ``draws`` holds; 0 for a single chain.
     """
 
     def __init__(self, what: str, advice: str = "", parameters: dict | None = None) -> None:
@@ -44,13 +49,20 @@ class ModelEvaluationError(RuntimeError):
         self.where = ""
         self.draws: dict = {}
         self.tuning_draws = 0
+        self.chains = 0
 
     def __str__(self) -> str:
         what, advice = self.args
         message = f"{what} ({self.where})." if self.where else f"{what}."
         if advice:
             message += f" {advice}"
-        if self.draws:
+        if self.draws and self.chains:
+            n_draws = next(iter(self.draws.values())).shape[1]
+            message += (
+                f" The {self.chains} chains' {n_draws} draws so far ({self.tuning_draws} of "
+                "them tuning) are in this error's `draws`, shaped (chain, draw, ...)."
+            )
+        elif self.draws:
             n_draws = len(next(iter(self.draws.values())))
             message += (
                 f" The chain's {n_draws} draws so far ({self.tuning_draws} of them tuning) are "
@@ -79,6 +91,37 @@ class EvaluationTimeout(TimeoutError):
 
     def __str__(self) -> str:
         return f"the evaluation exceeded time_limit = {self.seconds:g} s"
+
+
+class ServedModelError(RuntimeError):
+    """A served model (UM-Bridge) answered a request with an error: the model's own failure.
+
+    The failing-model policy treats it as any error the model raises: sampling stops with a
+    :class:`ModelEvaluationError` naming the parameters, unless the step lists this type in
+    ``reject_errors``.
+
+    Attributes
+    ----------
+    kind : str
+        The error type the server gave (``"InvalidInput"``, ``"HTTP 500"``, ...).
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(kind, message)
+        self.kind = kind
+
+    def __str__(self) -> str:
+        kind, message = self.args
+        return f"the server answered {kind}: {message}"
+
+
+class ServedModelUnavailable(ConnectionError):
+    """A served model did not answer: refused connections, or no answer within the timeout.
+
+    Not the model's answer at those parameters, so never a rejection: a rejection would bias
+    the chain towards where the server happened to answer. Sampling stops with a
+    :class:`ModelEvaluationError` that keeps the draws so far.
+    """
 
 
 FIT_ERRORS = (SurrogateFitError, np.linalg.LinAlgError, ValueError, FloatingPointError)

@@ -5,11 +5,13 @@
 - ``hmc/`` (numpy) may use the leaves and the surrogates' whitening and quadratic;
 - ``exploration/`` (numpy, the gradient-free explorer) may use the leaves;
 - ``step_methods/`` is the PyMC adapter on top;
+- ``served/`` (models served elsewhere, as pytensor Ops) may use the leaves;
 - ``workloads/`` (the papers' models) is for examples, notebooks and benchmarks: nothing else in
   the package imports it.
 
-Only ``step_methods/`` and ``workloads/`` may import PyMC or pytensor. Read from the source
-(``ast``), because importing any submodule runs the package's ``__init__``, which imports PyMC.
+Only ``step_methods/``, ``served/`` and ``workloads/`` may import PyMC or pytensor. Read from the
+source (``ast``), because importing any submodule runs the package's ``__init__``, which imports
+PyMC.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ ALLOWED = {
     # the user-facing comparison sits on top of the step layer
     "comparison": LEAVES | {"pymc_rnshmc.comparison", "pymc_rnshmc.step_methods"},
     "diagnostics": LEAVES,
+    # models served elsewhere (UM-Bridge), as pytensor Ops
+    "served": LEAVES | {"pymc_rnshmc.served"},
     "__init__": {
         "pymc_rnshmc.step_methods",
         "pymc_rnshmc.surrogates",

@@ -14,6 +14,9 @@ parameters.
   in the step's ``reject_errors``. Listing a type makes the sampler target the posterior
   truncated to where the model succeeds, which is only the posterior the user wants if the
   model cannot be evaluated there by design.
+* A served model that does not answer (:class:`~pymc_rnshmc.exceptions.ServedModelUnavailable`:
+  refused connections, no answer within the client's timeout) always stops sampling, keeping
+  the draws so far: it is no answer about the posterior.
 * With a ``time_limit``, an evaluation that runs past it
   (:class:`~pymc_rnshmc.exceptions.EvaluationTimeout`, raised by
   :mod:`~pymc_rnshmc.step_methods.time_limit`) is a rejection too, told once like a NaN. The
@@ -33,7 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 from pymc.step_methods.hmc.integration import IntegrationError
 
-from pymc_rnshmc.exceptions import EvaluationTimeout, ModelEvaluationError
+from pymc_rnshmc.exceptions import (
+    EvaluationTimeout,
+    ModelEvaluationError,
+    ServedModelUnavailable,
+)
 
 __all__ = [
     "GuardedLogpGradient",
@@ -127,7 +134,13 @@ class ModelFailures:
         self.first: str | None = None
 
     def rejects(self, error: Exception) -> bool:
-        """Whether ``error`` makes a counted rejection rather than a stop."""
+        """Whether ``error`` makes a counted rejection rather than a stop.
+
+        A served model that does not answer is never rejected, whatever ``reject_errors``
+        lists (``ConnectionError``, ``Exception``): its silence says nothing about the posterior.
+        """
+        if isinstance(error, ServedModelUnavailable):
+            return False
         if isinstance(error, (np.linalg.LinAlgError, *self.reject_errors)):
             return True
         return isinstance(error, ValueError) and SCIPY_NONFINITE in str(error).lower()
@@ -139,6 +152,12 @@ class ModelFailures:
             self.note(position, str(error) if timed_out else f"raised {type(error).__name__}")
             return
         where = self.layout.describe(position)
+        if isinstance(error, ServedModelUnavailable):
+            raise ModelEvaluationError(
+                f"The served model did not answer at {where}: {_first_line(error)}",
+                "",
+                self.layout.parameters(position),
+            ) from error
         listed = f"reject_errors=({type(error).__name__},)"
         raise ModelEvaluationError(
             f"The model's logp raised {type(error).__name__}: {_first_line(error)} at {where}",

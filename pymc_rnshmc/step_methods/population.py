@@ -24,10 +24,12 @@ import copy
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from pymc.backends.base import MultiTrace
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.model import modelcontext
 from pymc.step_methods.arraystep import PopulationArrayStepShared
@@ -36,6 +38,7 @@ from pymc.util import get_random_generator
 from pymc_rnshmc.exceptions import ModelEvaluationError
 from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.chain import BegunDraw, SurrogateChain
+from pymc_rnshmc.step_methods.draws_so_far import kept_draws_as_trace, pooled_draws
 from pymc_rnshmc.step_methods.evaluators import Evaluator, InProcessEvaluator
 from pymc_rnshmc.step_methods.explorers import new_explorer
 from pymc_rnshmc.step_methods.reporting import progressbar_config, progressbar_update_functions
@@ -254,6 +257,8 @@ class PooledSurrogate(PopulationArrayStepShared):
             chain = pool.chains[waiting[0]]
             where = f"in a batch of the {chain.phase} phase (chains {waiting})"
             chain.log.locate(error, where, chain.failures.layout)
+            error.draws = pooled_draws(pool.chains, chain.failures.layout)
+            error.chains = len(pool.chains)
             raise
         clocks[waiting] += (time.perf_counter() - start) / len(waiting)
         return dict(zip(waiting, results))
@@ -275,6 +280,13 @@ class PooledSurrogate(PopulationArrayStepShared):
             "PooledSurrogate is not picklable: its chains share one warm-up in one process. "
             "Parallel evaluations come from its evaluator (ProcessEvaluator(workers=n))."
         )
+
+    def kept_draws(self, model) -> MultiTrace | None:
+        """The chains' draws after tuning so far (an interrupted run), or ``None``."""
+        chains = self._pool.chains
+        if not chains:
+            return None
+        return kept_draws_as_trace(model, chains, chains[0].failures.layout)
 
     _progressbar_config = staticmethod(progressbar_config)
     _make_progressbar_update_functions = staticmethod(progressbar_update_functions)
@@ -375,7 +387,14 @@ def sample(
     Returns
     -------
     InferenceData or DataTree
-        What ``pm.sample`` returns.
+        What ``pm.sample`` returns. Interrupted (Ctrl-C) after tuning, the draws made so far
+        (the posterior group only, with a warning); PyMC itself would lose them.
+
+    Raises
+    ------
+    ModelEvaluationError
+        The model failed where the failing-model policy stops, or a served model stopped
+        answering; the chains' draws so far are in its ``draws``, ``(chain, draw, ...)``.
     """
     import pymc as pm
 
@@ -390,13 +409,33 @@ def sample(
     with model, _without_pymcs_cores_advice():
         sampler = RNSHMC() if step is None else step
         pooled = PooledSurrogate(sampler, evaluator=evaluator)
-        return pm.sample(
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            cores=1,
-            step=pooled,
-            random_seed=random_seed,
-            progressbar=progressbar,
-            **kwargs,
-        )
+        try:
+            return pm.sample(
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                cores=1,
+                step=pooled,
+                random_seed=random_seed,
+                progressbar=progressbar,
+                **kwargs,
+            )
+        except KeyboardInterrupt:
+            return _draws_so_far(pooled, model, kwargs.get("idata_kwargs"))
+
+
+def _draws_so_far(pooled: PooledSurrogate, model, idata_kwargs: dict | None):
+    """What an interrupted run drew after tuning, as ``pm.sample`` returns it; or re-raise."""
+    import pymc as pm
+
+    trace = pooled.kept_draws(model)
+    if trace is None:
+        raise KeyboardInterrupt("interrupted during tuning: no draws to keep")
+    n_draws = len(trace)
+    warnings.warn(
+        f"Sampling was interrupted: returning the {n_draws} draws per chain made after "
+        "tuning (the posterior only, without sample statistics).",
+        UserWarning,
+        stacklevel=3,
+    )
+    return pm.to_inference_data(trace, model=model, **(idata_kwargs or {}))
