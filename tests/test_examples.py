@@ -64,3 +64,12 @@ def test_black_box_ode_example_compares_demetropolisz_and_rnshmc():
     cells = next(line for line in completed.stdout.splitlines() if line.startswith("RNSHMC "))
     assert float(cells.split()[11]) == 1.0  # one ODE solve per draw after tuning
     assert "RNSHMC's failed or abandoned solves after tuning (model_failures): " in completed.stdout
+
+
+def test_umbridge_example_samples_a_served_pde_as_the_same_model_in_process():
+    completed = run_example(
+        "umbridge_pde.py", "--n-cells=6", "--n-modes=2", "--tune=200", "--draws=50"
+    )
+    assert "served over UM-Bridge: whole call" in completed.stdout
+    gap = completed.stdout.split("largest gap between the posterior means: ")[1].split()[0]
+    assert float(gap) < 4.5, "the served model's posterior is the in-process model's"

@@ -21,6 +21,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from pymc_rnshmc.served.client import UMBridgeModel
+from pymc_rnshmc.served.python_ops import run_in_object_mode
 
 __all__ = ["UMBridgeOp"]
 
@@ -79,14 +80,7 @@ class UMBridgeOp(Op):
         for storage, value in zip(output_storage, self.model.evaluate(inputs), strict=True):
             storage[0] = value
 
-    def pullback(self, inputs, outputs, output_gradients):  # PyTensor 3
-        return self._vector_jacobian_products(inputs, outputs, output_gradients)
-
-    def grad(self, inputs, output_gradients):  # PyTensor 2
-        outputs = self(*inputs, return_list=True)
-        return self._vector_jacobian_products(inputs, outputs, output_gradients)
-
-    def _vector_jacobian_products(self, inputs, outputs, output_gradients) -> list:
+    def pullback(self, inputs, outputs, output_gradients) -> list:
         if not self.model.supports_gradient:
             return [
                 pytensor.gradient.grad_not_implemented(
@@ -101,6 +95,8 @@ class UMBridgeOp(Op):
         return [
             UMBridgeVJP(self.model, index)(*inputs, *sensitivities) for index in range(len(inputs))
         ]
+
+    L_op = pullback  # PyTensor 2 asks for L_op, PyTensor 3 for pullback
 
     def __str__(self) -> str:
         return f"UMBridgeOp({self.model.name!r} at {self.model.url})"
@@ -136,3 +132,6 @@ class UMBridgeVJP(Op):
             if np.any(sens):
                 total += self.model.gradient(out_wrt, self.in_wrt, parameters, sens)
         output_storage[0][0] = total
+
+
+run_in_object_mode(UMBridgeOp, UMBridgeVJP)

@@ -54,7 +54,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from scipy.integrate import solve_ivp
 
-from pymc_rnshmc.workloads.elliptic_pde.ops import _register_numba_object_mode
+from pymc_rnshmc.served.python_ops import run_in_object_mode
 
 __all__ = [
     "OneCompartmentConcentrations",
@@ -218,7 +218,7 @@ class OneCompartmentConcentrations(Op):
     L_op = pullback  # PyTensor 2 asks for L_op, PyTensor 3 for pullback
 
 
-_register_numba_object_mode(OneCompartmentConcentrations)
+run_in_object_mode(OneCompartmentConcentrations)
 
 
 def one_compartment_model(method: str = "BDF", failed_solve: str = "nan") -> pm.Model:

@@ -110,7 +110,7 @@ def test_the_client_reads_sizes_outputs_and_gradients(server):
 
 
 def test_the_client_says_what_went_wrong(server):
-    with pytest.raises(ValueError, match="does not serve a model named 'banana'.*forward"):
+    with pytest.raises(ValueError, match=r"does not serve a model named 'banana'.*forward"):
         UMBridgeModel(server, "banana")
     with pytest.raises(ValueError, match="takes inputs of sizes"):
         UMBridgeModel(server, "forward").evaluate([np.zeros(3)])
@@ -218,7 +218,7 @@ def test_pooled_chains_stopped_by_the_server_keep_every_chains_draws(server):
     stalls = UMBridgeModel(server, "stalls", {"answers": 400, "run": "pooled"}, timeout=1.0)
     with (
         served_regression(stalls),
-        pytest.raises(ModelEvaluationError, match="2 chains' .* draws so far") as caught,
+        pytest.raises(ModelEvaluationError, match=r"2 chains' .* draws so far") as caught,
     ):
         pymc_rnshmc.sample(tune=300, draws=300, chains=2, random_seed=6, progressbar=False, cores=1)
     assert caught.value.chains == 2

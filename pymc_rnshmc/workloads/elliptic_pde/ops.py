@@ -20,15 +20,13 @@ raises ``NotImplementedError`` when differentiated, for benchmarking gradient-fr
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pymc as pm
-import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from pymc_rnshmc.served.python_ops import run_in_object_mode
 from pymc_rnshmc.workloads.elliptic_pde.forward_model import (
     EllipticPDEForwardModel,
     KarhunenLoeveExpansion,
@@ -128,25 +126,7 @@ class EllipticPDEObservations(Op):
     L_op = pullback  # PyTensor 2 asks for L_op, PyTensor 3 for pullback
 
 
-def _register_numba_object_mode(*op_types: type[Op]) -> None:
-    """Run ``perform`` in Numba object mode under PyTensor 3, without the fallback's warning."""
-    if int(pytensor.__version__.split(".")[0]) < 3:
-        return  # PyTensor 2 links with C by default; in its opt-in Numba mode the fallback warns
-    try:
-        from pytensor.link.numba.dispatch.basic import generate_fallback_impl, numba_funcify
-    except ImportError:  # pragma: no cover - PyTensor 3 without its Numba backend
-        return
-
-    def object_mode(op, node=None, **kwargs):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "Numba will use object mode", UserWarning)
-            return generate_fallback_impl(op, node, **kwargs)
-
-    for op_type in op_types:
-        numba_funcify.register(op_type)(object_mode)
-
-
-_register_numba_object_mode(EllipticPDEObservations, EllipticPDEVectorJacobianProduct)
+run_in_object_mode(EllipticPDEObservations, EllipticPDEVectorJacobianProduct)
 
 
 def elliptic_pde(
