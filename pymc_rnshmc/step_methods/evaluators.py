@@ -12,7 +12,11 @@ exactly as if it had drawn here. Failures are counted on the
 requesting chain's exact model, as in a single chain
 (:mod:`~pymc_rnshmc.step_methods.model_failures`): a rejected error or a non-finite ``logp``
 is a counted rejection, another error stops the sampler with a
-:class:`~pymc_rnshmc.exceptions.ModelEvaluationError`.
+:class:`~pymc_rnshmc.exceptions.ModelEvaluationError`. A worker that dies is not the model's
+answer: :class:`ProcessEvaluator` starts a new pool and resubmits the whole batch (up to
+``restarts`` times per batch, with a :class:`~pymc_rnshmc.exceptions.SurrogateWarning` each
+time), Dask reruns the dead worker's tasks. A batch's results are applied to the chains only
+once all have arrived, so a resubmitted batch gives the draws an undisturbed one would have.
 
 :class:`ProcessEvaluator` hands the batch to ``concurrent.futures`` worker processes (the
 standard library's pool), :class:`DaskEvaluator` to a ``dask.distributed`` cluster: no
@@ -28,7 +32,9 @@ import concurrent.futures
 import copy
 import multiprocessing
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 import cloudpickle
@@ -36,6 +42,7 @@ import numpy as np
 from pymc.blocking import RaveledVars
 
 from pymc_rnshmc._checks import check_positive_integer
+from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.explorers import ExactDraw
 
@@ -109,11 +116,17 @@ def _draw_in_worker(token: str, explorer_state, rng_state: dict, q0, start, tune
     return draw, explorer.sampling_state, rng.bit_generator.state, failures
 
 
+def _results(futures: list) -> list:
+    """Every future's result, in order: nothing is applied before the whole batch is back."""
+    return [future.result() for future in futures]
+
+
 def explore_with(submit, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
     """The explorers' draws, each sent with ``submit(function, *args) -> future``.
 
     Each request ships the chain's explorer state and generator state; the chain takes both
-    back advanced, and counts the failures of its draw.
+    back advanced, and counts the failures of its draw. The chains are updated only once every
+    result is back: a batch that fails midway leaves them as they were, ready to resubmit.
     """
     futures = [
         submit(
@@ -122,8 +135,8 @@ def explore_with(submit, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
         for chain, q0, start, tune, rng in requests
     ]
     draws = []
-    for (chain, _, _, _, rng), future in zip(requests, futures):
-        draw, explorer_state, rng_state, (count, first) = future.result()
+    for (chain, _, _, _, rng), result in zip(requests, _results(futures)):
+        draw, explorer_state, rng_state, (count, first) = result
         chain.explorer.sampling_state = explorer_state
         rng.bit_generator.state = rng_state
         chain.explorer.share_rng(rng)
@@ -133,14 +146,17 @@ def explore_with(submit, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
 
 
 def evaluate_with(submit, requests: Sequence[Request]) -> list[Evaluation]:
-    """The exact evaluations, each sent with ``submit``; failures counted on each chain."""
+    """The exact evaluations, each sent with ``submit``; failures counted on each chain.
+
+    As in :func:`explore_with`, failures are counted only once every result is back.
+    """
     futures = [
         submit(_evaluate_in_worker, np.asarray(position), gradient)
         for _, position, gradient in requests
     ]
     evaluations = []
-    for (exact_model, _, _), future in zip(requests, futures):
-        evaluation, (count, first) = future.result()  # a ModelEvaluationError re-raises
+    # a ModelEvaluationError re-raises here, before any chain is touched
+    for (exact_model, _, _), (evaluation, (count, first)) in zip(requests, _results(futures)):
         exact_model.failures.add(count, first)
         evaluations.append(evaluation)
     return evaluations
@@ -157,6 +173,15 @@ class ProcessEvaluator:
         The ``multiprocessing`` start method; ``"spawn"`` (default) starts clean interpreters,
         each importing PyMC once (seconds), which suits models whose evaluation takes
         milliseconds or more.
+    restarts : int
+        Times a batch is resubmitted to a new pool when a worker process dies during it (the
+        standard library's pool is then broken for good); ``0`` fails at the first death.
+
+    Raises
+    ------
+    RuntimeError
+        From :meth:`explore` or :meth:`evaluate`, when the pool broke ``restarts + 1`` times
+        in one batch.
 
     Notes
     -----
@@ -164,30 +189,79 @@ class ProcessEvaluator:
     worker unpickles once with its compiled model), and stops with :meth:`close` or when the
     evaluator is garbage collected. For cheap models the round trip to a process costs more
     than the evaluation: keep the default in-process evaluator.
+
+    A worker that dies (killed, out of memory, a crash in compiled code) is not a model
+    failure: the batch is resubmitted whole to a new pool, whose workers unpickle the same
+    sampler, with a :class:`~pymc_rnshmc.exceptions.SurrogateWarning`. Each task is a function
+    of what it is sent, so the draws are those of an undisturbed run.
     """
 
-    def __init__(self, workers: int = 2, context: str = "spawn") -> None:
+    def __init__(self, workers: int = 2, context: str = "spawn", restarts: int = 2) -> None:
         self.workers = check_positive_integer("workers", workers)
         self.context = context
+        self.restarts = _check_restarts(restarts)
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._token: str | None = None
+        self._payload: bytes | None = None
 
     def start(self, sampler) -> None:
         """Start the pool for ``sampler``: each worker unpickles it (its compiled model) once."""
         self.close()
         self._token = f"sampler-{id(sampler)}"
+        self._payload = cloudpickle.dumps(sampler)
+        self._open_pool()
+
+    def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
+        return self._with_restarts(lambda submit: explore_with(submit, requests), len(requests))
+
+    def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
+        return self._with_restarts(lambda submit: evaluate_with(submit, requests), len(requests))
+
+    def _open_pool(self) -> None:
+        """A new pool whose workers unpickle the sampler pickled at :meth:`start`."""
         self._pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=multiprocessing.get_context(self.context),
             initializer=_install,
-            initargs=(self._token, cloudpickle.dumps(sampler)),
+            initargs=(self._token, self._payload),
         )
 
-    def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
-        return explore_with(self._submit, requests)
+    def _with_restarts(self, batch: Callable[[Callable], list], size: int) -> list:
+        """``batch(submit)``, run again on a new pool each time a worker dies, ``restarts`` times.
 
-    def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
-        return evaluate_with(self._submit, requests)
+        ``batch`` must leave the chains untouched when it raises (see :func:`explore_with`).
+        """
+        for restart in range(self.restarts + 1):
+            try:
+                return batch(self._submit)
+            except BrokenProcessPool as error:
+                broken = error
+            self._discard_broken_pool()
+            if restart < self.restarts:
+                self._warn_restart(restart + 1, size)
+                self._open_pool()
+        raise RuntimeError(_exhausted_message(self.restarts, self.workers, size)) from broken
+
+    def _warn_restart(self, restart: int, size: int) -> None:
+        warnings.warn(
+            f"A worker process of the ProcessEvaluator died during a batch of {size} exact "
+            f"evaluations; started {self.workers} new workers and resubmitted the batch "
+            f"(restart {restart} of at most {self.restarts} for this batch). The draws are "
+            "unaffected: each task is a function of what it is sent.",
+            SurrogateWarning,
+            stacklevel=5,
+        )
+
+    def _discard_broken_pool(self) -> None:
+        """Stop a broken pool, ending its surviving workers first.
+
+        The pool's own clean-up ends the workers it knew of when one died, then waits for all:
+        a worker still starting then (spawned by this batch's submissions) is never told to
+        stop, and the wait would last for ever.
+        """
+        for process in list((getattr(self._pool, "_processes", None) or {}).values()):
+            process.kill()
+        self.close()
 
     def _submit(self, function, *args):
         return self._pool.submit(function, self._token, *args)
@@ -203,6 +277,25 @@ class ProcessEvaluator:
             self.close()
         except Exception:  # interpreter shutdown
             pass
+
+
+def _check_restarts(restarts) -> int:
+    """``restarts`` if it is a non-negative integer (``0``: no restart)."""
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+        raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}.")
+    return restarts
+
+
+def _exhausted_message(restarts: int, workers: int, size: int) -> str:
+    """Why the sampler stops after a batch broke its pool ``restarts + 1`` times."""
+    tries = f"{restarts + 1} time" + ("s" if restarts else "")
+    return (
+        f"A worker process of the ProcessEvaluator ({workers} workers) died each time a batch "
+        f"of {size} exact evaluations was tried: {tries}, with restarts={restarts}. A worker "
+        "that dies rather than raising has usually run out of memory, been killed, or crashed "
+        "in compiled code. Rerun with the default in-process evaluator to see the model's "
+        "error, use fewer workers if memory is short, or give ProcessEvaluator more restarts."
+    )
 
 
 def _installed(function, token: str, payload, *args):

@@ -1,0 +1,203 @@
+"""Faults of the workers of a population: a worker killed mid-run, same draws for the same seed."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+
+from pymc_rnshmc import RNSHMC, PooledSurrogate, SurrogateWarning
+from pymc_rnshmc.step_methods.evaluators import (
+    DaskEvaluator,
+    InProcessEvaluator,
+    ProcessEvaluator,
+)
+from tests.checks import posterior_draws
+
+TUNE, DRAWS, CHAINS, SEED = 150, 100, 2, 3
+KILL_AT_CALL = 5
+"""The killed worker dies at its fifth evaluation, not its first: mid-run, not at start-up."""
+
+
+class DiesOnceInAWorker(Op):
+    """The identity on a tensor that kills the worker process evaluating it, once per run.
+
+    In a process other than the one that built the model, at that process's
+    :data:`KILL_AT_CALL`-th evaluation, the first worker to create ``marker`` (atomically)
+    exits at once, as a worker killed by the system would. Elsewhere, or once the marker
+    exists, it is the identity (with the identity's gradient).
+    """
+
+    __props__ = ("marker", "parent_pid")
+
+    def __init__(self, marker: str, parent_pid: int) -> None:
+        self.marker = marker
+        self.parent_pid = parent_pid
+        self.calls = 0
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        self.calls += 1
+        if os.getpid() != self.parent_pid and self.calls >= KILL_AT_CALL and self._claim():
+            os._exit(1)
+        outputs[0][0] = np.array(inputs[0], copy=True)
+
+    def _claim(self) -> bool:
+        """Create the marker; ``False`` if it exists (a worker died already, or not this run)."""
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+
+    def pullback(self, inputs, outputs, cotangents):
+        return [cotangents[0]]
+
+    def grad(self, inputs, output_grads):  # PyTensor 2
+        return [output_grads[0]]
+
+
+def fragile_model(marker) -> pm.Model:
+    """``x ~ N(0, 1)``, two coordinates, its density through :class:`DiesOnceInAWorker`."""
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2)
+        with warnings.catch_warnings():  # PyTensor 3's Numba object-mode notice
+            warnings.simplefilter("ignore", UserWarning)
+            passed = DiesOnceInAWorker(str(marker), os.getpid())(x)
+        pm.Potential("likelihood", pm.logp(pm.Normal.dist(0.0, 1.0, shape=2), passed).sum())
+    return model
+
+
+def run(model, evaluator):
+    with model:
+        return pm.sample(
+            step=PooledSurrogate(RNSHMC(exploration_steps=60), evaluator=evaluator),
+            tune=TUNE,
+            draws=DRAWS,
+            chains=CHAINS,
+            cores=1,
+            random_seed=SEED,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+
+
+def restart_warnings(caught) -> list[str]:
+    return [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, SurrogateWarning) and "worker process" in str(w.message)
+    ]
+
+
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory):
+    """Draws of a run in this process (no worker to kill), the reference."""
+    marker = tmp_path_factory.mktemp("undisturbed") / "died"
+    idata = run(fragile_model(marker), InProcessEvaluator())
+    assert not marker.exists()
+    return posterior_draws(idata, "x")
+
+
+def test_a_killed_worker_process_is_replaced_and_the_draws_are_unchanged(tmp_path, undisturbed):
+    # (test_population checks that undisturbed worker processes give the in-process draws)
+    marker = tmp_path / "died"  # the first worker to reach its fifth evaluation dies
+    evaluator = ProcessEvaluator(workers=2)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            killed = run(fragile_model(marker), evaluator)
+    finally:
+        evaluator.close()
+    assert marker.exists(), "no worker died: the test tested nothing"
+    assert len(restart_warnings(caught)) == 1, restart_warnings(caught)
+    np.testing.assert_array_equal(posterior_draws(killed, "x"), undisturbed)
+
+
+def test_workers_that_keep_dying_stop_the_sampler_with_advice(tmp_path):
+    evaluator = ProcessEvaluator(workers=1, restarts=0)
+    try:
+        with pytest.raises(RuntimeError, match=r"tried: 1 time, with restarts=0.*more restarts"):
+            run(fragile_model(tmp_path / "died"), evaluator)
+    finally:
+        evaluator.close()
+    assert (tmp_path / "died").exists()
+
+
+class Failures:
+    """A chain's failure count, as the sampler's: what each task reports, what was added."""
+
+    def __init__(self) -> None:
+        self.added: list[tuple[int, str]] = []
+
+    def take(self) -> tuple[int, str]:
+        return 1, "one failure per evaluation"
+
+    def add(self, count: int, first: str) -> None:
+        self.added.append((count, first))
+
+
+class FragileExactModel:
+    """An exact model whose evaluation at ``x[0] == dies_at`` kills its worker, once."""
+
+    def __init__(self, marker: str, dies_at: float) -> None:
+        self.op = DiesOnceInAWorker(marker, os.getpid())
+        self.dies_at = dies_at
+        self.failures = Failures()
+
+    def evaluate(self, position, gradient):
+        if position[0] == self.dies_at and os.getpid() != self.op.parent_pid and self.op._claim():
+            os._exit(1)
+        return float(np.sum(position))
+
+
+class FragileSampler:
+    def __init__(self, marker: str, dies_at: float) -> None:
+        self.exact_model = FragileExactModel(marker, dies_at)
+
+
+def test_a_batch_cut_short_by_a_dead_worker_counts_each_chains_failures_once(tmp_path):
+    sampler = FragileSampler(str(tmp_path / "died"), dies_at=1.0)
+    chains = [FragileExactModel("unused", np.nan) for _ in range(3)]
+    requests = [(chain, np.array([float(i), 2.0]), False) for i, chain in enumerate(chains)]
+    evaluator = ProcessEvaluator(workers=1)  # the first request is back before the second kills
+    try:
+        evaluator.start(sampler)
+        with pytest.warns(SurrogateWarning, match="died during a batch of 3"):
+            evaluations = evaluator.evaluate(requests)
+    finally:
+        evaluator.close()
+    assert (tmp_path / "died").exists()
+    assert evaluations == [2.0, 3.0, 4.0]
+    assert all(len(chain.failures.added) == 1 for chain in chains)
+
+
+@pytest.mark.parametrize("restarts", [-1, 1.5, True, "2"])
+def test_restarts_must_be_a_non_negative_integer(restarts):
+    with pytest.raises(ValueError, match="restarts"):
+        ProcessEvaluator(restarts=restarts)
+
+
+def test_a_dask_worker_killed_mid_run_is_replaced_and_the_draws_are_unchanged(
+    tmp_path, undisturbed
+):
+    distributed = pytest.importorskip("distributed")
+    marker = tmp_path / "died"
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        killed = run(fragile_model(marker), DaskEvaluator(client))
+    assert marker.exists(), "no worker died: the test tested nothing"
+    np.testing.assert_array_equal(posterior_draws(killed, "x"), undisturbed)
