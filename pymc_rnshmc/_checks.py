@@ -6,7 +6,12 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_positive_integer", "check_positive_number", "check_probability"]
+__all__ = [
+    "check_non_negative_integer",
+    "check_positive_integer",
+    "check_positive_number",
+    "check_probability",
+]
 
 
 def check_positive_integer(name: str, value, allow_none: bool = False) -> int | None:
@@ -34,6 +39,13 @@ def check_positive_number(name: str, value, allow_none: bool = False) -> float |
         allowed = "a positive number or None" if allow_none else "a positive number"
         raise ValueError(f"{name} must be {allowed}, got {value!r}.")
     return float(value)
+
+
+def check_non_negative_integer(name: str, value) -> int:
+    """``value`` if it is an ``int`` (not a ``bool``) of at least 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
+    return int(value)
 
 
 def check_probability(name: str, value) -> float:

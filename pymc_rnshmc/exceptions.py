@@ -106,13 +106,9 @@ class ServedModelError(RuntimeError):
         The error type the server gave (``"InvalidInput"``, ``"HTTP 500"``, ...).
     """
 
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(kind, message)
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
         self.kind = kind
-
-    def __str__(self) -> str:
-        kind, message = self.args
-        return f"the server answered {kind}: {message}"
 
 
 class ServedModelUnavailable(ConnectionError):

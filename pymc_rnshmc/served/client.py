@@ -10,7 +10,8 @@ This client speaks the same JSON through ``requests`` (one session per thread) a
 sampler needs:
 
 * every request has a connect and a read timeout, and a refused or dropped connection is tried
-  again ``retries`` times with a growing pause; after that, or after a read timeout, it raises
+  again ``retries`` times with a growing pause; after that, after a read timeout, an answer
+  broken off, or a gateway's 502, 503 or 504, it raises
   :class:`~pymc_rnshmc.exceptions.ServedModelUnavailable`, which stops sampling (never a
   rejection: a server that does not answer says nothing about the posterior);
 * an answer that carries an error (the protocol's ``{"error": ...}``, or an HTTP error status,
@@ -19,8 +20,9 @@ sampler needs:
 * outputs of ``nan`` or ``inf``, which umbridge's Python server writes as bare words that JSON
   does not allow, are read as floats, so the policy counts them as the rejections they are.
 
-The client pickles without its sessions, so worker processes (``ProcessEvaluator``, Dask, or
-``pm.sample(cores=n)``) each open their own connections and send their requests concurrently.
+The client pickles without its sessions, and a process opens its own (a forked child too), so
+worker processes (``ProcessEvaluator``, Dask, or ``pm.sample(cores=n)``) each have their own
+connections and send their requests concurrently.
 
 References
 ----------
@@ -32,6 +34,7 @@ References
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -39,6 +42,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pymc_rnshmc._checks import check_non_negative_integer, check_positive_number
 from pymc_rnshmc.exceptions import ServedModelError, ServedModelUnavailable
 
 __all__ = ["UMBridgeModel"]
@@ -48,6 +52,9 @@ PROTOCOL_VERSION = 1.0
 
 FIRST_PAUSE = 0.25
 """Seconds before the first retry of a refused connection; doubled for each further try."""
+
+UNAVAILABLE_STATUS = (502, 503, 504)
+"""HTTP statuses of a proxy or load balancer whose model did not answer: no model's answer."""
 
 _BARE_NONFINITE = re.compile(r"(?<![\w.])(-?)(nan|inf)(?![\w.])")
 
@@ -59,12 +66,6 @@ def _read_json(text: str) -> dict:
     except json.JSONDecodeError:
         spelled = {"nan": "NaN", "inf": "Infinity"}
         return json.loads(_BARE_NONFINITE.sub(lambda m: m[1] + spelled[m[2]], text))
-
-
-def _positive(name: str, value) -> float:
-    if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}.")
-    return float(value)
 
 
 class UMBridgeModel:
@@ -115,11 +116,9 @@ class UMBridgeModel:
         self.url = str(url).rstrip("/")
         self.name = str(name)
         self.config = dict(config or {})
-        self.timeout = _positive("timeout", timeout)
-        self.connect_timeout = _positive("connect_timeout", connect_timeout)
-        if not (isinstance(retries, int) and retries >= 0):
-            raise ValueError(f"retries must be a non-negative integer, got {retries!r}.")
-        self.retries = retries
+        self.timeout = check_positive_number("timeout", timeout)
+        self.connect_timeout = check_positive_number("connect_timeout", connect_timeout)
+        self.retries = check_non_negative_integer("retries", retries)
         self._local = threading.local()
         self._check_served()
         support = self._post("ModelInfo", {"name": self.name})["support"]
@@ -156,7 +155,7 @@ class UMBridgeModel:
         """``sens`` times the Jacobian of output ``out_wrt`` in input ``in_wrt`` (one request)."""
         if not self.supports_gradient:
             raise ServedModelError(
-                "UnsupportedFeature", f"the model {self.name!r} serves no Gradient"
+                f"the model {self.name!r} serves no Gradient", "UnsupportedFeature"
             )
         body = {
             "name": self.name,
@@ -200,19 +199,30 @@ class UMBridgeModel:
                     tries = self.retries + 1
                     raise self._unavailable(f"refused or dropped {tries} connections") from error
                 time.sleep(FIRST_PAUSE * 2**attempt)
+            except requests.exceptions.RequestException as error:  # cut off mid-answer, ...
+                raise self._unavailable(f"broke off ({type(error).__name__}: {error})") from error
         return self._answer(response)
 
     def _answer(self, response) -> dict:
+        """The answer's JSON; an error answer raises (the model's, or the server's silence)."""
+        if response.status_code in UNAVAILABLE_STATUS:
+            raise self._unavailable(f"answered HTTP {response.status_code}")
         try:
             payload = _read_json(response.text)
         except json.JSONDecodeError:
-            payload = {}
-        if isinstance(payload, dict) and "error" in payload:
-            error = payload["error"]
-            raise ServedModelError(str(error.get("type")), str(error.get("message")))
+            payload = None
+        error = payload.get("error") if isinstance(payload, dict) else None
+        if error is not None:
+            kind, message = (
+                (str(error.get("type")), str(error.get("message")))
+                if isinstance(error, dict)
+                else ("Error", str(error))
+            )
+            raise ServedModelError(f"the server answered {kind}: {message}", kind)
         if response.status_code != 200 or not isinstance(payload, dict):
-            text = response.text.strip().splitlines()[:1]
-            raise ServedModelError(f"HTTP {response.status_code}", text[0] if text else "")
+            first = (response.text.strip().splitlines() or ["(empty)"])[0][:200]
+            kind = f"HTTP {response.status_code}" if response.status_code != 200 else "no JSON"
+            raise ServedModelError(f"the server answered {kind}: {first}", kind)
         return payload
 
     def _unavailable(self, what: str) -> ServedModelUnavailable:
@@ -224,13 +234,18 @@ class UMBridgeModel:
         )
 
     def _session(self):
-        """The calling thread's ``requests`` session (threads do not share sessions)."""
-        session = getattr(self._local, "session", None)
-        if session is None:
+        """The calling thread's ``requests`` session, opened in this process.
+
+        Threads do not share sessions, and neither do processes: a child forked by
+        ``pm.sample(cores=n)`` or a fork pool inherits the parent's open connection, and two
+        processes reading one socket would take each other's answers.
+        """
+        if getattr(self._local, "pid", None) != os.getpid():
             import requests
 
-            session = self._local.session = requests.Session()
-        return session
+            self._local.session = requests.Session()
+            self._local.pid = os.getpid()
+        return self._local.session
 
     # ----------------------------------------------------------------- pickling
     def __getstate__(self) -> dict:

@@ -27,7 +27,9 @@ __all__ = ["UMBridgeOp"]
 
 
 def _key(model: UMBridgeModel) -> tuple:
-    return (model.url, model.name, json.dumps(model.config, sort_keys=True))
+    """What makes two clients the same: ops of clients with other limits are not merged."""
+    config = json.dumps(model.config, sort_keys=True)
+    return (model.url, model.name, config, model.timeout, model.connect_timeout, model.retries)
 
 
 def _vectors(op: Op, inputs, sizes: tuple[int, ...]) -> list:

@@ -15,8 +15,9 @@ is a counted rejection, another error stops the sampler with a
 :class:`~pymc_rnshmc.exceptions.ModelEvaluationError`. A worker that dies is not the model's
 answer: :class:`ProcessEvaluator` starts a new pool and resubmits the whole batch (up to
 ``restarts`` times per batch, with a :class:`~pymc_rnshmc.exceptions.SurrogateWarning` each
-time), Dask reruns the dead worker's tasks. A batch's results are applied to the chains only
-once all have arrived, so a resubmitted batch gives the draws an undisturbed one would have.
+time), Dask's scheduler reruns the dead worker's tasks. A batch's results are applied to the
+chains only once all have arrived, so a resubmitted batch gives the draws an undisturbed one
+would have.
 
 :class:`ProcessEvaluator` hands the batch to ``concurrent.futures`` worker processes (the
 standard library's pool), :class:`DaskEvaluator` to a ``dask.distributed`` cluster: no
@@ -41,7 +42,7 @@ import cloudpickle
 import numpy as np
 from pymc.blocking import RaveledVars
 
-from pymc_rnshmc._checks import check_positive_integer
+from pymc_rnshmc._checks import check_non_negative_integer, check_positive_integer
 from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.explorers import ExactDraw
@@ -199,7 +200,7 @@ class ProcessEvaluator:
     def __init__(self, workers: int = 2, context: str = "spawn", restarts: int = 2) -> None:
         self.workers = check_positive_integer("workers", workers)
         self.context = context
-        self.restarts = _check_restarts(restarts)
+        self.restarts = check_non_negative_integer("restarts", restarts)
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._token: str | None = None
         self._payload: bytes | None = None
@@ -279,13 +280,6 @@ class ProcessEvaluator:
             pass
 
 
-def _check_restarts(restarts) -> int:
-    """``restarts`` if it is a non-negative integer (``0``: no restart)."""
-    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
-        raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}.")
-    return restarts
-
-
 def _exhausted_message(restarts: int, workers: int, size: int) -> str:
     """Why the sampler stops after a batch broke its pool ``restarts + 1`` times."""
     tries = f"{restarts + 1} time" + ("s" if restarts else "")
@@ -317,8 +311,10 @@ class DaskEvaluator:
     client : distributed.Client
         A client of the cluster (a ``LocalCluster``, or a real one).
     retries : int
-        Times Dask retries a task whose worker died (a model error is not retried: it is
-        the model's answer).
+        Times Dask reruns a task that raised (default none: a model's error is its answer,
+        and a served model that did not answer within its timeout should not be waited for
+        again). A task whose worker died is rerun by the scheduler whatever this says, up to
+        Dask's ``distributed.scheduler.allowed-failures`` (3 by default).
 
     Notes
     -----
@@ -328,11 +324,9 @@ class DaskEvaluator:
     workers or on which worker ran what.
     """
 
-    def __init__(self, client, retries: int = 2) -> None:
+    def __init__(self, client, retries: int = 0) -> None:
         self.client = client
-        if not (isinstance(retries, int) and retries >= 0):
-            raise ValueError(f"retries must be a non-negative integer, got {retries!r}.")
-        self.retries = retries
+        self.retries = check_non_negative_integer("retries", retries)
         self._token: str | None = None
         self._payload = None
 

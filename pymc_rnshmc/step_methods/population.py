@@ -173,10 +173,12 @@ class PooledSurrogate(PopulationArrayStepShared):
             return
         pool.stopped = True
         first, *others = pool.chains
-        first.stop_tuning(pool.steps[0].rng, pool.hooks[0])
-        for chain, hooks in zip(others, pool.hooks[1:]):
+        with self._keeping_pooled_draws():
+            first.stop_tuning(pool.steps[0].rng, pool.hooks[0])
+        # the other chains' steps hear of it after this round: their first kept draw is made now
+        for chain, hooks, step in zip(others, pool.hooks[1:], pool.steps[1:]):
             chain.explorer.stop_tuning()
-            chain.tune = hooks.tune = False
+            chain.tune = hooks.tune = step.tune = False
 
     # ----------------------------------------------------------------- stepping
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
@@ -188,9 +190,22 @@ class PooledSurrogate(PopulationArrayStepShared):
                 "in parallel, give PooledSurrogate an evaluator (ProcessEvaluator(workers=n))."
             )
         if self.this_chain == 0:
-            pool.results = self._round()
+            with self._keeping_pooled_draws():
+                pool.results = self._round()
         q_new, stats = pool.results.pop(self.this_chain)
         return q_new, [stats]
+
+    @contextlib.contextmanager
+    def _keeping_pooled_draws(self):
+        """A ``ModelEvaluationError`` leaves with every chain's draws, ``(chain, draw, ...)``."""
+        try:
+            yield
+        except ModelEvaluationError as error:
+            chains = self._pool.chains
+            error.draws = pooled_draws(chains, chains[0].failures.layout)
+            error.chains = len(chains)
+            error.tuning_draws = max(chain.log.tuning_draws for chain in chains)
+            raise
 
     def _round(self) -> dict[int, tuple[RaveledVars, dict[str, Any]]]:
         """Every chain's draw of this iteration; the exact work as two batches."""
@@ -257,8 +272,6 @@ class PooledSurrogate(PopulationArrayStepShared):
             chain = pool.chains[waiting[0]]
             where = f"in a batch of the {chain.phase} phase (chains {waiting})"
             chain.log.locate(error, where, chain.failures.layout)
-            error.draws = pooled_draws(pool.chains, chain.failures.layout)
-            error.chains = len(pool.chains)
             raise
         clocks[waiting] += (time.perf_counter() - start) / len(waiting)
         return dict(zip(waiting, results))
@@ -421,21 +434,22 @@ def sample(
                 **kwargs,
             )
         except KeyboardInterrupt:
-            return _draws_so_far(pooled, model, kwargs.get("idata_kwargs"))
+            trace = pooled.kept_draws(model)
+            if trace is None:  # interrupted before any draw was kept
+                raise
+            return _draws_so_far(trace, model, kwargs)
 
 
-def _draws_so_far(pooled: PooledSurrogate, model, idata_kwargs: dict | None):
-    """What an interrupted run drew after tuning, as ``pm.sample`` returns it; or re-raise."""
+def _draws_so_far(trace: MultiTrace, model, kwargs: dict):
+    """An interrupted run's draws after tuning, as ``pm.sample`` returns them, with a warning."""
     import pymc as pm
 
-    trace = pooled.kept_draws(model)
-    if trace is None:
-        raise KeyboardInterrupt("interrupted during tuning: no draws to keep")
-    n_draws = len(trace)
     warnings.warn(
-        f"Sampling was interrupted: returning the {n_draws} draws per chain made after "
-        "tuning (the posterior only, without sample statistics).",
+        f"Sampling was interrupted: returning the {len(trace)} draws per chain made after "
+        "tuning (the posterior only, without sample statistics or tuning draws).",
         UserWarning,
         stacklevel=3,
     )
-    return pm.to_inference_data(trace, model=model, **(idata_kwargs or {}))
+    if not kwargs.get("return_inferencedata", True):
+        return trace
+    return pm.to_inference_data(trace, model=model, **(kwargs.get("idata_kwargs") or {}))

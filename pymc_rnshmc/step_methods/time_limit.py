@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from pymc_rnshmc.exceptions import EvaluationTimeout
+from pymc_rnshmc.exceptions import EvaluationTimeout, ServedModelUnavailable
 
 __all__ = ["Deadline", "TimeLimit", "TimeLimited", "why_unenforceable"]
 
@@ -95,7 +95,9 @@ class Deadline:
             signal.signal(signal.SIGALRM, self._previous_handler)
             self._resume_previous_timer()
         interrupted = kind is not None and not issubclass(kind, Exception)  # Ctrl-C: goes on
-        if self.passed and not interrupted and not isinstance(error, EvaluationTimeout):
+        # a served model's own timeout may fire on the alarm's interrupt: its silence stops
+        unanswered = isinstance(error, ServedModelUnavailable)
+        if self.passed and not (interrupted or unanswered or isinstance(error, EvaluationTimeout)):
             raise EvaluationTimeout(self.seconds) from error
         return False
 

@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 import time
+import types
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -120,7 +122,7 @@ def test_the_client_says_what_went_wrong(server):
     # the model raising on the server is the model's failure at those parameters
     with pytest.raises(ServedModelError, match="HTTP 500"):
         UMBridgeModel(server, "forward", {"raise_below": 1.0}).evaluate([THETA])
-    with pytest.raises(ValueError, match="positive number of seconds"):
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
         UMBridgeModel(server, "forward", timeout=0)
 
 
@@ -176,23 +178,28 @@ def test_a_served_model_samples_the_posterior(server, name):
 def test_pooled_chains_send_their_requests_to_the_server_concurrently(server):
     in_flight = UMBridgeModel(server, "in_flight")
     in_flight.evaluate([np.zeros(1)])  # reset the server's count
+    evaluator = ProcessEvaluator(workers=2)
     with served_regression(UMBridgeModel(server, "forward", {"delay": 0.005})):
-        idata = pymc_rnshmc.sample(
-            tune=150,
-            draws=50,
-            chains=2,
-            random_seed=4,
-            progressbar=False,
-            compute_convergence_checks=False,
-            evaluator=ProcessEvaluator(workers=2),
-        )
+        try:
+            idata = pymc_rnshmc.sample(
+                tune=150,
+                draws=50,
+                chains=2,
+                random_seed=4,
+                progressbar=False,
+                compute_convergence_checks=False,
+                evaluator=evaluator,
+            )
+        finally:
+            evaluator.close()
     assert posterior_draws(idata, "theta").shape == (2, 50, 2)
     (most,) = in_flight.evaluate([np.zeros(1)])
     assert most[0] >= 2, "the two workers' requests overlapped on the server"
 
 
 def test_a_server_that_stops_answering_stops_sampling_with_the_draws_so_far(server):
-    stalls = UMBridgeModel(server, "stalls", {"answers": 300, "run": "stop"}, timeout=1.0)
+    config = {"answers": 300, "run": uuid.uuid4().hex, "stall": 20.0}
+    stalls = UMBridgeModel(server, "stalls", config, timeout=1.0)
     start = time.monotonic()
     with (
         served_regression(stalls),
@@ -215,7 +222,8 @@ def test_a_server_that_stops_answering_stops_sampling_with_the_draws_so_far(serv
 
 
 def test_pooled_chains_stopped_by_the_server_keep_every_chains_draws(server):
-    stalls = UMBridgeModel(server, "stalls", {"answers": 400, "run": "pooled"}, timeout=1.0)
+    config = {"answers": 400, "run": uuid.uuid4().hex, "stall": 20.0}
+    stalls = UMBridgeModel(server, "stalls", config, timeout=1.0)
     with (
         served_regression(stalls),
         pytest.raises(ModelEvaluationError, match=r"2 chains' .* draws so far") as caught,
@@ -224,3 +232,46 @@ def test_pooled_chains_stopped_by_the_server_keep_every_chains_draws(server):
     assert caught.value.chains == 2
     draws = caught.value.draws["theta"]
     assert draws.shape[0] == 2 and 0 < draws.shape[1] < 600 and draws.shape[2] == 2
+
+
+def test_a_step_time_limit_does_not_turn_a_silent_server_into_rejections(server):
+    config = {"answers": 300, "run": uuid.uuid4().hex, "stall": 20.0}
+    stalls = UMBridgeModel(server, "stalls", config, timeout=5.0)
+    with (
+        served_regression(stalls),
+        pytest.raises(ModelEvaluationError, match="did not answer"),
+    ):
+        pm.sample(
+            step=RNSHMC(time_limit=0.5),
+            tune=300,
+            draws=300,
+            chains=1,
+            cores=1,
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+
+
+def test_each_process_opens_its_own_connection(server, monkeypatch):
+    forward = UMBridgeModel(server, "forward")
+    opened = forward._session()
+    assert forward._session() is opened
+    monkeypatch.setattr("os.getpid", lambda: -1)  # as in a child forked by pm.sample(cores=n)
+    assert forward._session() is not opened
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "error", "match"),
+    [
+        (503, "Service Unavailable", ServedModelUnavailable, "answered HTTP 503"),
+        (502, "Bad Gateway", ServedModelUnavailable, "answered HTTP 502"),
+        (200, "<html>not json</html>", ServedModelError, "no JSON"),
+        (400, '{"error": "bad"}', ServedModelError, "answered Error: bad"),
+    ],
+)
+def test_answers_that_are_no_model_output_say_why(server, status, text, error, match):
+    forward = UMBridgeModel(server, "forward")
+    response = types.SimpleNamespace(status_code=status, text=text)
+    with pytest.raises(error, match=match):
+        forward._answer(response)

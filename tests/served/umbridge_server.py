@@ -8,7 +8,7 @@ worker threads:
   ``config["nan_above"]`` gives NaN outputs, below ``config["raise_below"]`` an exception;
 - ``values``: the same outputs, without a gradient;
 - ``stalls``: ``forward``'s outputs for the first ``config["answers"]`` calls of each
-  ``config["run"]``, then no answer for an hour;
+  ``config["run"]``, then no answer for ``config["stall"]`` seconds;
 - ``in_flight``: the most ``forward`` calls that were running at once (and resets it).
 
 umbridge 1.2.10 listens on every interface; the tests' server listens on 127.0.0.1 only.
@@ -89,7 +89,7 @@ class Stalls(Forward):
             Stalls.calls[run] += 1
             calls = Stalls.calls[run]
         if calls > config.get("answers", 0):
-            time.sleep(3600.0)
+            time.sleep(float(config.get("stall", 3600.0)))
         return super().__call__(parameters, config)
 
 

@@ -78,6 +78,8 @@ def test_the_chains_share_one_warm_up_and_its_kernel(correlated_run):
     chains = pooled._pool.chains
     assert len(chains) == CHAINS
     assert all(chain.warmup is chains[0].warmup for chain in chains)
+    # every chain makes its first kept draw untuned, with the frozen kernel
+    assert [chain.log.tuning_draws for chain in chains] == [TUNE] * CHAINS
     # the fits saw every chain's exploration (the record itself goes when tuning ends)
     warmup = chains[0].warmup
     assert warmup.fitted_rows[1] >= CHAINS * warmup.exploration_length()
@@ -170,13 +172,20 @@ def interrupted_normal(calls: int) -> pm.Model:
 
 
 def test_ctrl_c_after_tuning_returns_the_draws_so_far():
-    with interrupted_normal(calls=6000), pytest.warns(UserWarning, match="interrupted"):
-        idata = pymc_rnshmc.sample(
-            draws=5000, tune=300, chains=2, random_seed=2, progressbar=False
-        )
-    draws = posterior_draws(idata, "x")
-    assert draws.shape[0] == 2 and 0 < draws.shape[1] < 5000
-    np.testing.assert_array_equal(posterior_draws(idata, "twice"), 2 * draws)
+    def run(calls: int):
+        with interrupted_normal(calls):
+            return pymc_rnshmc.sample(
+                draws=1000, tune=300, chains=2, random_seed=2, progressbar=False
+            )
+
+    with pytest.warns(UserWarning, match="interrupted"):
+        interrupted = run(calls=2500)
+    draws = posterior_draws(interrupted, "x")
+    assert draws.shape[0] == 2 and 0 < draws.shape[1] < 1000
+    np.testing.assert_array_equal(posterior_draws(interrupted, "twice"), 2 * draws)
+    # the kept draws of each chain, in order: an uninterrupted run's first ones
+    uninterrupted = posterior_draws(run(calls=10**9), "x")
+    np.testing.assert_array_equal(draws, uninterrupted[:, : draws.shape[1]])
 
 
 def test_ctrl_c_during_tuning_is_an_interrupt():
