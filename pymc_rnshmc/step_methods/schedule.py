@@ -144,13 +144,21 @@ class ExplorationSchedule:
             points_per_dimension=max(self.points_per_dimension, VALUES_ONLY_POINTS_PER_DIMENSION),
         )
 
-    def exploration_length(self, tune: int | None, dim: int) -> int:
-        """Exact draws before the first fit, for ``tune`` tuning draws (``None``: unknown)."""
+    def exploration_length(self, tune: int | None, dim: int, chains: int = 1) -> int:
+        """Exact draws per chain before the first fit, given ``tune`` (``None``: unknown).
+
+        ``chains`` pooled chains share one record, so they share the exploration's draws:
+        each explores ``1 / chains`` of them, and at least ``shortest`` (to leave its start
+        behind and adapt its NUTS). The start rule still judges the fit on held-out draws and
+        postpones a poor one, as for a single chain.
+        """
         if self.early:
-            return min(self._first_start(dim, tune), self.latest_start(tune, dim))
-        if tune is None:
-            return self.without_tuning_length
-        return max(min(self.shortest, tune), round(self.tuning_share * tune))
+            length = min(self._first_start(dim, tune), self.latest_start(tune, dim))
+        elif tune is None:
+            length = self.without_tuning_length
+        else:
+            length = max(min(self.shortest, tune), round(self.tuning_share * tune))
+        return max(min(self.shortest, length), math.ceil(length / chains))
 
     def latest_start(self, tune: int | None, dim: int) -> int:
         """The last draw at which a postponed start may still happen.

@@ -123,6 +123,9 @@ class SurrogateWarmup:
     settings : WarmupSettings
     tune : int, optional
         The chain's tuning length (``None`` on PyMC 5, which does not tell the step).
+    chains : int
+        Chains that share the exploration (pooled chains with ``share_exploration``): each
+        explores ``1 / chains`` of one chain's length.
 
     References
     ----------
@@ -133,9 +136,10 @@ class SurrogateWarmup:
        Learning Research, 15, 1593-1623 (the dual averaging of the step size).
     """
 
-    def __init__(self, settings: WarmupSettings, tune: int | None) -> None:
+    def __init__(self, settings: WarmupSettings, tune: int | None, chains: int = 1) -> None:
         self.settings = settings
         self.tune = tune
+        self.chains = int(chains)
         self.phase = Phase.EXPLORATION
         self.record = self._new_record()
         self.surrogate = None
@@ -163,7 +167,8 @@ class SurrogateWarmup:
             return self.postponed_until
         if self.settings.exploration_steps is not None:
             return self.settings.exploration_steps
-        return self.settings.schedule.exploration_length(self.tune, self.settings.dim)
+        schedule = self.settings.schedule
+        return schedule.exploration_length(self.tune, self.settings.dim, self.chains)
 
     def tuning_draws_left(self, iteration: int) -> int | None:
         """Tuning draws still to come (``None`` on PyMC 5)."""
@@ -417,8 +422,8 @@ class SurrogateWarmup:
         self._tell_fit(log_level, gradients.shape[0])
         if end_of_tuning:
             warnings.warn(
-                f"Tuning ended before {settings.name} finished exploring ({len(self.record)} of "
-                f"{self.exploration_length()} draws), so the surrogate dynamics use the step size "
+                f"Tuning ended before {settings.name} finished exploring (draw {iteration} of "
+                f"{self.exploration_length()}), so the surrogate dynamics use the step size "
                 "chosen by simulation on the surrogate, without re-adaptation on the exact "
                 "acceptance. Increase `tune` or lower `exploration_steps` for better acceptance.",
                 SurrogateWarning,

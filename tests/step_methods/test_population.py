@@ -39,10 +39,12 @@ class CountingEvaluator(InProcessEvaluator):
         return backwards[::-1]
 
 
-def pooled_run(model, sampler_class=RNSHMC, seed=5, evaluator=None, **options):
+def pooled_run(
+    model, sampler_class=RNSHMC, seed=5, evaluator=None, share_exploration=False, **options
+):
     with model:
         step = sampler_class(**options)
-        pooled = PooledSurrogate(step, evaluator=evaluator)
+        pooled = PooledSurrogate(step, evaluator=evaluator, share_exploration=share_exploration)
         idata = pm.sample(
             step=pooled,
             tune=TUNE,
@@ -98,6 +100,15 @@ def test_each_rounds_exact_work_comes_in_batches(correlated_run):
 def test_the_pooled_chains_are_exact(correlated_run):
     idata, _, _ = correlated_run
     assert_correlated_normal(idata, "pooled RNSHMC")
+
+
+def test_chains_sharing_the_exploration_explore_less_each_and_stay_exact():
+    idata, pooled = pooled_run(correlated_normal(), share_exploration=True)
+    warmup = pooled._pool.chains[0].warmup
+    assert warmup.exploration_length() == 50  # one chain alone: 20 % of 300 tuning draws, 60
+    phases = sample_stat(idata, "phase")
+    assert (phases == 1).mean() > 0.8
+    assert_correlated_normal(idata, "pooled RNSHMC sharing its exploration")
 
 
 def test_a_deliberately_wrong_surrogate_still_gives_the_posterior():

@@ -111,6 +111,21 @@ def test_the_first_fit_comes_at_the_schedules_exploration_length_and_makes_a_ker
     assert warmup.wants_gradients, "it learns from the tuning draws: ask for gradients"
 
 
+@pytest.mark.parametrize(
+    ("tune", "chains", "length"),
+    [
+        (1000, 1, 200),  # 20 % of tuning
+        (1000, 2, 100),  # pooled chains share it
+        (1000, 4, 50),
+        (1000, 16, 50),  # but each chain explores at least 50 draws
+        (30, 4, 21),  # and no less than a single chain with so short a tuning
+    ],
+)
+def test_pooled_chains_share_the_exploration(tune, chains, length):
+    assert RNSHMC_SCHEDULE.exploration_length(tune, 5, chains) == length
+    assert SurrogateWarmup(settings(), tune, chains).exploration_length() == length
+
+
 def test_too_few_draws_at_the_end_of_tuning_fall_back_to_exact_draws():
     rng = np.random.default_rng(2)
     warmup = SurrogateWarmup(settings(), TUNE)

@@ -1,0 +1,213 @@
+"""Pooled chains on a cluster at 1 s a solve: measured rounds, projected time to bulk ESS 1000.
+
+    python -m benchmarks.scaling                          # workers 1, 2, 4, 8, 16; seed 1
+    python -m benchmarks.scaling --workers 1,2 --tune 300 --draws 300 --output smoke_scaling
+
+A run of pooled chains at 1 s a solve takes about an hour per configuration (the exploration
+alone is 50 NUTS draws of a dozen solves each, per chain), too long for five of them on one
+machine. So the two parts that decide the time are measured separately, and combined:
+
+1. **Rounds on the cluster.** A ``dask.distributed`` ``LocalCluster`` of ``W`` single-threaded
+   worker processes gets batches of ``W`` exact evaluations of
+   :func:`pymc_rnshmc.workloads.sleeping_normal` (every call sleeps ``--seconds``, default 1 s),
+   through :class:`~pymc_rnshmc.step_methods.evaluators.DaskEvaluator`. The wall time of a batch
+   beyond the solve is the driver's and the wire's overhead per round.
+2. **What the chains ask for.** The same model without the sleep, sampled by
+   :func:`pymc_rnshmc.sample` with ``K = W`` chains: the draws do not depend on how long a solve
+   takes, so this run gives the exact calls each chain makes in each round, and the ESS. The
+   round's batch takes the longest of its tasks when ``W >= K`` (a list schedule otherwise),
+   at ``--seconds`` a call, plus the measured overhead.
+
+The baseline is PyMC's NUTS (diagonal mass matrix, as PyMC's default) with ``K`` chains on ``K``
+cores (``cores=K``), each chain paying its own calls at ``--seconds`` each, without overhead:
+its time is the longest chain's. Both are projected to min bulk ESS 1000 over the coordinates:
+the warm-up, then the kept rounds that ESS 1000 needs at the run's ESS per kept draw.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import heapq
+import time
+import warnings
+
+import numpy as np
+import pymc as pm
+
+import pymc_rnshmc
+from benchmarks.measure import run_metadata, write_results
+from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.comparison.table import coordinate_ess, posterior_coordinates
+from pymc_rnshmc.step_methods.evaluators import DaskEvaluator
+from pymc_rnshmc.workloads import sleeping_normal
+
+DIM = 5
+
+
+def round_overheads(workers: int, seconds: float, rounds: int) -> list[float]:
+    """Wall time beyond ``seconds`` of batches of ``workers`` evaluations on ``workers`` workers."""
+    from distributed import Client, LocalCluster
+
+    model = sleeping_normal(dim=DIM, seconds=seconds)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sampler = RNSHMC()
+    rng = np.random.default_rng(0)
+    with (
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True) as cluster,
+        Client(cluster) as client,
+    ):
+        evaluator = DaskEvaluator(client)
+        evaluator.start(sampler)
+        batch = [(sampler.exact_model, rng.standard_normal(DIM), True) for _ in range(workers)]
+        evaluator.evaluate(batch)  # each worker unpickles the sampler at its first task
+        overheads = []
+        for _ in range(rounds):
+            batch = [(sampler.exact_model, rng.standard_normal(DIM), True) for _ in range(workers)]
+            start = time.perf_counter()
+            evaluator.evaluate(batch)
+            overheads.append(time.perf_counter() - start - seconds)
+    return overheads
+
+
+def makespan(costs: np.ndarray, workers: int) -> float:
+    """Time of a batch of tasks of ``costs`` on ``workers`` workers taking them in order."""
+    if costs.size == 0:
+        return 0.0
+    free = [0.0] * min(workers, costs.size)
+    for cost in costs:
+        heapq.heappush(free, heapq.heappop(free) + float(cost))
+    return max(free)
+
+
+def calls(idata, group: str) -> np.ndarray:
+    """Exact model calls per chain and draw (a joint logp-and-gradient call counts once).
+
+    The surrogate samplers count calls in ``n_logp_evals``; PyMC's NUTS reports its leapfrog
+    steps, one joint call each, as ``n_steps``.
+    """
+    stats = idata[group]
+    name = "n_logp_evals" if "n_logp_evals" in stats else "n_steps"
+    return np.asarray(stats[name].values, dtype=float)
+
+
+def min_bulk_ess_per_draw(idata) -> float:
+    draws = posterior_coordinates(idata.posterior)
+    return float(coordinate_ess(draws, "bulk").min()) / (draws.shape[0] * draws.shape[1])
+
+
+def sample(kind: str, chains: int, args, seed: int):
+    model = sleeping_normal(dim=DIM, seconds=0.0)
+    options = {
+        "draws": args.draws,
+        "tune": args.tune,
+        "chains": chains,
+        "random_seed": seed,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+        "discard_tuned_samples": False,
+    }
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if kind == "pooled":
+            return pymc_rnshmc.sample(**options)
+        return pm.sample(nuts_sampler="pymc", cores=1, **options)
+
+
+def pooled_projection(idata, workers: int, seconds: float, overhead: float) -> dict:
+    """Seconds to min bulk ESS 1000: every round's longest task (a list schedule), overhead."""
+    rounds = {}
+    for group in ("warmup_sample_stats", "sample_stats"):
+        per_round = calls(idata, group).T  # (draw, chain)
+        rounds[group] = np.array(
+            [makespan(costs, workers) * seconds + overhead for costs in per_round]
+        )
+    ess_per_round = min_bulk_ess_per_draw(idata) * calls(idata, "sample_stats").shape[0]
+    kept_rounds = 1000.0 / ess_per_round
+    warm_up = float(rounds["warmup_sample_stats"].sum())
+    return {
+        "warm-up s": warm_up,
+        "kept round s": float(rounds["sample_stats"].mean()),
+        "ESS per round": ess_per_round,
+        "s to bulk ESS 1000": warm_up + kept_rounds * float(rounds["sample_stats"].mean()),
+    }
+
+
+def nuts_projection(idata, seconds: float) -> dict:
+    """Seconds to min bulk ESS 1000 of K chains on K cores: the longest chain's calls."""
+    warm_up = calls(idata, "warmup_sample_stats").sum(axis=1) * seconds
+    per_draw = calls(idata, "sample_stats").mean(axis=1) * seconds
+    chains = per_draw.size
+    kept_draws = 1000.0 / (min_bulk_ess_per_draw(idata) * chains)
+    return {
+        "warm-up s": float(warm_up.max()),
+        "kept round s": float(per_draw.max()),
+        "ESS per round": min_bulk_ess_per_draw(idata) * chains,
+        "s to bulk ESS 1000": float(np.max(warm_up + kept_draws * per_draw)),
+    }
+
+
+def markdown(results: dict) -> str:
+    lines = [
+        f"## Pooled chains on a Dask cluster at {results['seconds']} s a solve, {results['date']}",
+        "",
+        f"pymc {results['pymc']}; {results['machine']}; sleeping_normal(dim={DIM}); "
+        f"{results['tune']} + {results['draws']} per chain; seed {results['seed']}. Rounds "
+        "measured on a LocalCluster; times to ESS 1000 projected from them and from the runs' "
+        "calls (module docstring).",
+        "",
+        "| workers = chains | round overhead s (median) | pooled: warm-up s | pooled: s to bulk "
+        "ESS 1000 | ideal (1 worker / W) | NUTS, W chains on W cores: s to bulk ESS 1000 | "
+        "pooled / NUTS |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    one = results["rows"][0]["pooled"]["s to bulk ESS 1000"] if results["rows"] else np.nan
+    for row in results["rows"]:
+        pooled, nuts = row["pooled"], row["nuts"]
+        ideal = one / row["workers"] if results["rows"][0]["workers"] == 1 else np.nan
+        lines.append(
+            f"| {row['workers']} | {row['overhead']:.3f} | {pooled['warm-up s']:.0f} | "
+            f"{pooled['s to bulk ESS 1000']:.0f} | {ideal:.0f} | "
+            f"{nuts['s to bulk ESS 1000']:.0f} | "
+            f"{pooled['s to bulk ESS 1000'] / nuts['s to bulk ESS 1000']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="1,2,4,8,16")
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--output", default="scaling")
+    args = parser.parse_args()
+    results = run_metadata(seconds=args.seconds, tune=args.tune, draws=args.draws, seed=args.seed)
+    results["rows"] = []
+    for workers in map(int, args.workers.split(",")):
+        overheads = round_overheads(workers, args.seconds, args.rounds)
+        overhead = float(np.median(overheads))
+        pooled = sample("pooled", workers, args, args.seed)
+        nuts = sample("nuts", workers, args, args.seed)
+        results["rows"].append(
+            {
+                "workers": workers,
+                "overheads": overheads,
+                "overhead": overhead,
+                "pooled": pooled_projection(pooled, workers, args.seconds, overhead),
+                "nuts": nuts_projection(nuts, args.seconds),
+            }
+        )
+        write_results(args.output, results, markdown(results))
+        print(markdown(results), flush=True)
+
+
+if __name__ == "__main__":
+    main()
