@@ -2,6 +2,7 @@
 
     python -m benchmarks.scaling                          # workers 1, 2, 4, 8, 16; seed 1
     python -m benchmarks.scaling --workers 1,2 --tune 300 --draws 300 --output smoke_scaling
+    python -m benchmarks.scaling --split-tuning --overheads-from scaling --output scaling_split
 
 A run of pooled chains at 1 s a solve takes about an hour per configuration (the exploration
 alone is 50 NUTS draws of a dozen solves each, per chain), too long for five of them on one
@@ -18,10 +19,17 @@ machine. So the two parts that decide the time are measured separately, and comb
    round's batch takes the longest of its tasks when ``W >= K`` (a list schedule otherwise),
    at ``--seconds`` a call, plus the measured overhead.
 
-The baseline is PyMC's NUTS (diagonal mass matrix, as PyMC's default) with ``K`` chains on ``K``
-cores (``cores=K``), each chain paying its own calls at ``--seconds`` each, without overhead:
-its time is the longest chain's. Both are projected to min bulk ESS 1000 over the coordinates:
+The baselines are PyMC's NUTS with a diagonal and with a dense mass matrix
+(``init="jitter+adapt_full"``), ``K`` chains on ``K`` cores (``cores=K``), each chain paying its
+own calls at ``--seconds`` each, without overhead: the time is the longest chain's. The ratio is
+against the faster of the two. Both are projected to min bulk ESS 1000 over the coordinates:
 the warm-up, then the kept rounds that ESS 1000 needs at the run's ESS per kept draw.
+
+``--split-tuning``: the pooled chains share one tuning budget, as they share one warm-up: each
+tunes ``max(--min-tune, tune / K)`` draws, and they share the exploration
+(``PooledSurrogate(share_exploration=True)``); NUTS keeps ``--tune`` per chain.
+``--overheads-from NAME`` takes the round overheads from an earlier result file instead of
+measuring them again.
 """
 
 from __future__ import annotations
@@ -33,15 +41,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import heapq
+import json
 import time
 import warnings
 
 import numpy as np
 import pymc as pm
 
-import pymc_rnshmc
-from benchmarks.measure import run_metadata, write_results
-from pymc_rnshmc import RNSHMC
+from benchmarks.measure import RESULTS, run_metadata, write_results
+from pymc_rnshmc import RNSHMC, PooledSurrogate
 from pymc_rnshmc.comparison.table import coordinate_ess, posterior_coordinates
 from pymc_rnshmc.step_methods.evaluators import DaskEvaluator
 from pymc_rnshmc.workloads import sleeping_normal
@@ -101,11 +109,16 @@ def min_bulk_ess_per_draw(idata) -> float:
     return float(coordinate_ess(draws, "bulk").min()) / (draws.shape[0] * draws.shape[1])
 
 
+def pooled_tune(chains: int, args) -> int:
+    """Each pooled chain's tuning draws: ``--tune``, or its share with ``--split-tuning``."""
+    return max(args.min_tune, args.tune // chains) if args.split_tuning else args.tune
+
+
 def sample(kind: str, chains: int, args, seed: int):
     model = sleeping_normal(dim=DIM, seconds=0.0)
     options = {
         "draws": args.draws,
-        "tune": args.tune,
+        "tune": pooled_tune(chains, args) if kind == "pooled" else args.tune,
         "chains": chains,
         "random_seed": seed,
         "progressbar": False,
@@ -115,8 +128,17 @@ def sample(kind: str, chains: int, args, seed: int):
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if kind == "pooled":
-            return pymc_rnshmc.sample(**options)
-        return pm.sample(nuts_sampler="pymc", cores=1, **options)
+            step = PooledSurrogate(RNSHMC(), share_exploration=args.split_tuning)
+            return pm.sample(step=step, cores=1, **options)
+        init = "jitter+adapt_full" if kind == "nuts dense" else "jitter+adapt_diag"
+        return pm.sample(nuts_sampler="pymc", init=init, cores=1, **options)
+
+
+def max_z_of_means(idata) -> float:
+    """Largest ``|mean| / MCSE`` over the coordinates (the exact means are 0)."""
+    draws = posterior_coordinates(idata.posterior)
+    mcse = draws.std(axis=(0, 1)) / np.sqrt(coordinate_ess(draws, "bulk"))
+    return float(np.max(np.abs(draws.mean(axis=(0, 1))) / mcse))
 
 
 def pooled_projection(idata, workers: int, seconds: float, overhead: float) -> dict:
@@ -135,6 +157,7 @@ def pooled_projection(idata, workers: int, seconds: float, overhead: float) -> d
         "kept round s": float(rounds["sample_stats"].mean()),
         "ESS per round": ess_per_round,
         "s to bulk ESS 1000": warm_up + kept_rounds * float(rounds["sample_stats"].mean()),
+        "max |z| mean": max_z_of_means(idata),
     }
 
 
@@ -157,24 +180,31 @@ def markdown(results: dict) -> str:
         f"## Pooled chains on a Dask cluster at {results['seconds']} s a solve, {results['date']}",
         "",
         f"pymc {results['pymc']}; {results['machine']}; sleeping_normal(dim={DIM}); "
-        f"{results['tune']} + {results['draws']} per chain; seed {results['seed']}. Rounds "
-        "measured on a LocalCluster; times to ESS 1000 projected from them and from the runs' "
-        "calls (module docstring).",
+        f"{results['tune']} + {results['draws']} per chain"
+        + (
+            f" (pooled: tuning split among the chains, at least {results['min tune']} each, "
+            "sharing the exploration)"
+            if results["split tuning"]
+            else ""
+        )
+        + f"; seed {results['seed']}. Rounds measured on a LocalCluster; times to ESS 1000 "
+        "projected from them and from the runs' calls (module docstring).",
         "",
         "| workers = chains | round overhead s (median) | pooled: warm-up s | pooled: s to bulk "
-        "ESS 1000 | ideal (1 worker / W) | NUTS, W chains on W cores: s to bulk ESS 1000 | "
-        "pooled / NUTS |",
-        "|---|---|---|---|---|---|---|",
+        "ESS 1000 | ideal (1 worker / W) | pooled: max \\|z\\| of means | NUTS, W chains on W "
+        "cores: s to bulk ESS 1000 (diagonal / dense) | pooled / faster NUTS |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     one = results["rows"][0]["pooled"]["s to bulk ESS 1000"] if results["rows"] else np.nan
     for row in results["rows"]:
-        pooled, nuts = row["pooled"], row["nuts"]
+        pooled, nuts, dense = row["pooled"], row["nuts"], row["nuts dense"]
+        fastest = min(nuts["s to bulk ESS 1000"], dense["s to bulk ESS 1000"])
         ideal = one / row["workers"] if results["rows"][0]["workers"] == 1 else np.nan
         lines.append(
             f"| {row['workers']} | {row['overhead']:.3f} | {pooled['warm-up s']:.0f} | "
-            f"{pooled['s to bulk ESS 1000']:.0f} | {ideal:.0f} | "
-            f"{nuts['s to bulk ESS 1000']:.0f} | "
-            f"{pooled['s to bulk ESS 1000'] / nuts['s to bulk ESS 1000']:.2f} |"
+            f"{pooled['s to bulk ESS 1000']:.0f} | {ideal:.0f} | {pooled['max |z| mean']:.2f} | "
+            f"{nuts['s to bulk ESS 1000']:.0f} / {dense['s to bulk ESS 1000']:.0f} | "
+            f"{pooled['s to bulk ESS 1000'] / fastest:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -187,15 +217,31 @@ def main() -> None:
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--split-tuning", action="store_true")
+    parser.add_argument("--min-tune", type=int, default=200)
+    parser.add_argument("--overheads-from", default=None)
     parser.add_argument("--output", default="scaling")
     args = parser.parse_args()
-    results = run_metadata(seconds=args.seconds, tune=args.tune, draws=args.draws, seed=args.seed)
+    results = run_metadata(
+        seconds=args.seconds,
+        tune=args.tune,
+        draws=args.draws,
+        seed=args.seed,
+        split_tuning=args.split_tuning,
+        min_tune=args.min_tune,
+    )
+    results["split tuning"], results["min tune"] = args.split_tuning, args.min_tune
     results["rows"] = []
+    measured = {}
+    if args.overheads_from:
+        earlier = json.loads((RESULTS / f"{args.overheads_from}.json").read_text())
+        measured = {row["workers"]: row["overheads"] for row in earlier["rows"]}
     for workers in map(int, args.workers.split(",")):
-        overheads = round_overheads(workers, args.seconds, args.rounds)
+        overheads = measured.get(workers) or round_overheads(workers, args.seconds, args.rounds)
         overhead = float(np.median(overheads))
         pooled = sample("pooled", workers, args, args.seed)
         nuts = sample("nuts", workers, args, args.seed)
+        dense = sample("nuts dense", workers, args, args.seed)
         results["rows"].append(
             {
                 "workers": workers,
@@ -203,6 +249,7 @@ def main() -> None:
                 "overhead": overhead,
                 "pooled": pooled_projection(pooled, workers, args.seconds, overhead),
                 "nuts": nuts_projection(nuts, args.seconds),
+                "nuts dense": nuts_projection(dense, args.seconds),
             }
         )
         write_results(args.output, results, markdown(results))

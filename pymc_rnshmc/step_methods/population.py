@@ -394,6 +394,7 @@ def sample(
     random_seed=None,
     progressbar: bool = True,
     evaluator: Evaluator | None = None,
+    share_exploration: bool = False,
     **kwargs,
 ):
     """Sample ``chains`` chains of one surrogate sampler that share their surrogate.
@@ -413,6 +414,8 @@ def sample(
         Default the model in context.
     evaluator : Evaluator, optional
         Where each round's exact evaluations run; default one after the other in this process.
+    share_exploration : bool
+        Let the chains share the exploration before the first fit (:class:`PooledSurrogate`).
     **kwargs
         Passed on to ``pm.sample`` (``cores`` is always 1).
 
@@ -440,7 +443,7 @@ def sample(
     model = modelcontext(model)
     with model, _without_pymcs_cores_advice():
         sampler = RNSHMC() if step is None else step
-        pooled = PooledSurrogate(sampler, evaluator=evaluator)
+        pooled = PooledSurrogate(sampler, evaluator=evaluator, share_exploration=share_exploration)
         try:
             return pm.sample(
                 draws=draws,

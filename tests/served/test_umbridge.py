@@ -90,6 +90,20 @@ def served_regression(model: UMBridgeModel) -> pm.Model:
     return regression
 
 
+def sample_chains(step, chains: int, seed: int, tune: int = 300, draws: int = 300):
+    """``pm.sample`` of the model in context, one chain after the other."""
+    return pm.sample(
+        step=step,
+        tune=tune,
+        draws=draws,
+        chains=chains,
+        cores=1,
+        random_seed=seed,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
+
+
 def assert_posterior(idata, label: str) -> None:
     mean, sd = reference_moments()
     draws = posterior_draws(idata, "theta")
@@ -162,16 +176,7 @@ def test_the_op_pickles_without_its_connections(server):
 def test_a_served_model_samples_the_posterior(server, name):
     """With the server's gradient (NUTS exploration) and without (random-walk exploration)."""
     with served_regression(UMBridgeModel(server, name)):
-        idata = pm.sample(
-            step=RNSHMC(),
-            tune=400,
-            draws=600,
-            chains=2,
-            cores=1,
-            random_seed=3,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+        idata = sample_chains(RNSHMC(), chains=2, seed=3, tune=400, draws=600)
     assert_posterior(idata, name)
 
 
@@ -205,17 +210,8 @@ def test_a_server_that_stops_answering_stops_sampling_with_the_draws_so_far(serv
         served_regression(stalls),
         pytest.raises(ModelEvaluationError, match="did not answer") as caught,
     ):
-        pm.sample(
-            # even a listed ConnectionError is no rejection: silence says nothing of the posterior
-            step=RNSHMC(reject_errors=(ConnectionError,)),
-            tune=300,
-            draws=300,
-            chains=1,
-            cores=1,
-            random_seed=5,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+        # even a listed ConnectionError is no rejection: silence says nothing of the posterior
+        sample_chains(RNSHMC(reject_errors=(ConnectionError,)), chains=1, seed=5)
     assert time.monotonic() - start < 60.0
     assert isinstance(caught.value.__cause__, ServedModelUnavailable)
     assert 0 < len(caught.value.draws["theta"]) < 600
@@ -241,16 +237,7 @@ def test_a_step_time_limit_does_not_turn_a_silent_server_into_rejections(server)
         served_regression(stalls),
         pytest.raises(ModelEvaluationError, match="did not answer"),
     ):
-        pm.sample(
-            step=RNSHMC(time_limit=0.5),
-            tune=300,
-            draws=300,
-            chains=1,
-            cores=1,
-            random_seed=5,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+        sample_chains(RNSHMC(time_limit=0.5), chains=1, seed=5)
 
 
 def test_each_process_opens_its_own_connection(server, monkeypatch):

@@ -17,6 +17,7 @@ from pymc_rnshmc.step_methods.evaluators import (
 )
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import NORMAL_MEAN, NORMAL_SD, correlated_normal, independent_normal
+from tests.stationarity import KS_LIMIT, Z_LIMIT, BananaPosterior, compare, push
 from tests.step_methods.helpers import DistortedSurrogate, assert_correlated_normal
 
 TUNE, DRAWS, CHAINS = 300, 300, 4
@@ -109,6 +110,37 @@ def test_chains_sharing_the_exploration_explore_less_each_and_stay_exact():
     phases = sample_stat(idata, "phase")
     assert (phases == 1).mean() > 0.8
     assert_correlated_normal(idata, "pooled RNSHMC sharing its exploration")
+
+
+def test_the_pooled_frozen_kernel_leaves_the_banana_invariant():
+    """tests/stationarity.py's check on the pooled chains' one kernel, frozen after tuning.
+
+    Chain 0's adapter (``hooks``) applies the pooled warm-up's frozen kernel, safety net
+    included; 600 exact banana draws pushed through 1 and 3 of its transitions stay exact.
+    """
+    banana = BananaPosterior()
+    model = banana.model()
+    with model:
+        pooled = PooledSurrogate(RNSHMC(), share_exploration=True)
+        pm.sample(
+            step=pooled,
+            tune=500,
+            draws=5,
+            chains=2,
+            cores=1,
+            random_seed=11,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    kernel = pooled._pool.hooks[0]
+    assert pooled._pool.chains[0].phase == "surrogate"
+    rng = np.random.default_rng(12)
+    starts, reference = banana.sample(600, rng), banana.sample(600, rng)
+    pushed = push(kernel, model, starts, k_values=(1, 3))
+    for k in (1, 3):
+        result = compare(pushed.draws[k], banana, reference, starts, k)
+        assert result.moved > 0.3, result.summary()
+        assert result.max_abs_z < Z_LIMIT and result.ks_pvalue > KS_LIMIT, result.summary()
 
 
 def test_a_deliberately_wrong_surrogate_still_gives_the_posterior():
