@@ -183,12 +183,15 @@ def test_a_served_model_samples_the_posterior(server, name):
 def test_pooled_chains_send_their_requests_to_the_server_concurrently(server):
     in_flight = UMBridgeModel(server, "in_flight")
     in_flight.evaluate([np.zeros(1)])  # reset the server's count
-    evaluator = ProcessEvaluator(workers=2)
-    with served_regression(UMBridgeModel(server, "forward", {"delay": 0.005})):
+    # forked workers: each must open its own connection, not share the parent's socket
+    forward = UMBridgeModel(server, "forward", {"delay": 0.002})
+    forward.evaluate([THETA])  # the parent's connection, open when the workers fork
+    evaluator = ProcessEvaluator(workers=2, context="fork")
+    with served_regression(forward):
         try:
             idata = pymc_rnshmc.sample(
-                tune=150,
-                draws=50,
+                tune=100,
+                draws=20,
                 chains=2,
                 random_seed=4,
                 progressbar=False,
@@ -197,7 +200,7 @@ def test_pooled_chains_send_their_requests_to_the_server_concurrently(server):
             )
         finally:
             evaluator.close()
-    assert posterior_draws(idata, "theta").shape == (2, 50, 2)
+    assert posterior_draws(idata, "theta").shape == (2, 20, 2)
     (most,) = in_flight.evaluate([np.zeros(1)])
     assert most[0] >= 2, "the two workers' requests overlapped on the server"
 
