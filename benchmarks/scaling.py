@@ -16,8 +16,11 @@ machine. So the two parts that decide the time are measured separately, and comb
 2. **What the chains ask for.** The same model without the sleep, sampled by
    :func:`pymc_rnshmc.sample` with ``K = W`` chains: the draws do not depend on how long a solve
    takes, so this run gives the exact calls each chain makes in each round, and the ESS. The
-   round's batch takes the longest of its tasks when ``W >= K`` (a list schedule otherwise),
-   at ``--seconds`` a call, plus the measured overhead.
+   round sends the explorers' exact draws (NUTS trajectories: exploring, safety net) as one
+   batch and then the surrogate moves' logps as another; each batch takes the longest of its
+   tasks when ``W >= K`` (a list schedule otherwise), at ``--seconds`` a call, plus the measured
+   overhead of a round trip; to which the round's own work in the sampling process is added
+   (fits, surrogate trajectories: the round's wall time in this run without sleep).
 
 The baselines are PyMC's NUTS with a diagonal and with a dense mass matrix
 (``init="jitter+adapt_full"``), ``K`` chains on ``K`` cores (``cores=K``), each chain paying its
@@ -141,22 +144,52 @@ def max_z_of_means(idata) -> float:
     return float(np.max(np.abs(draws.mean(axis=(0, 1))) / mcse))
 
 
-def pooled_projection(idata, workers: int, seconds: float, overhead: float) -> dict:
-    """Seconds to min bulk ESS 1000: every round's longest task (a list schedule), overhead."""
+def round_seconds(costs: np.ndarray, exact: np.ndarray, workers: int, seconds: float, overhead):
+    """One round: the explorers' exact draws as one batch, then the surrogate moves' as another.
+
+    ``costs``: each chain's calls; ``exact``: whether its draw was an exact (explorer) draw.
+    Each batch that is sent takes its list schedule's time plus the overhead of a round trip.
+    """
+    total = 0.0
+    for batch in (costs[exact], costs[~exact]):
+        if batch.size:
+            total += makespan(batch, workers) * seconds + overhead
+    return total
+
+
+def local_seconds(idata, group: str) -> np.ndarray:
+    """Each round's wall time in a run without sleep, in process: the driver's own work.
+
+    Every chain's ``perf_counter_diff`` is its own work plus its share of the round's batches,
+    so their sum over the chains is the round's wall time (here: fits, surrogate trajectories,
+    bookkeeping, and the model's calls without their sleep).
+    """
+    return np.asarray(idata[group]["perf_counter_diff"].values, dtype=float).sum(axis=0)
+
+
+def pooled_projection(idata, workers: int, seconds: float, overhead: float, local=None) -> dict:
+    """Seconds to min bulk ESS 1000 of the pooled chains: the rounds' batches, one by one.
+
+    ``local``: the run whose rounds' wall time without sleep is the driver's own work (default
+    ``idata``, which must then be such a run).
+    """
+    local = idata if local is None else local
     rounds = {}
     for group in ("warmup_sample_stats", "sample_stats"):
-        per_round = calls(idata, group).T  # (draw, chain)
-        rounds[group] = np.array(
-            [makespan(costs, workers) * seconds + overhead for costs in per_round]
-        )
+        costs = calls(idata, group).T  # (draw, chain)
+        exact = ~np.asarray(idata[group]["used_surrogate"].values, dtype=bool).T
+        batches = [round_seconds(c, e, workers, seconds, overhead) for c, e in zip(costs, exact)]
+        rounds[group] = np.array(batches) + local_seconds(local, group)
     ess_per_round = min_bulk_ess_per_draw(idata) * calls(idata, "sample_stats").shape[0]
     kept_rounds = 1000.0 / ess_per_round
     warm_up = float(rounds["warmup_sample_stats"].sum())
+    kept_round = float(rounds["sample_stats"].mean())
     return {
         "warm-up s": warm_up,
-        "kept round s": float(rounds["sample_stats"].mean()),
+        "kept round s": kept_round,
+        "whole call s": warm_up + float(rounds["sample_stats"].sum()),
         "ESS per round": ess_per_round,
-        "s to bulk ESS 1000": warm_up + kept_rounds * float(rounds["sample_stats"].mean()),
+        "s to bulk ESS 1000": warm_up + kept_rounds * kept_round,
         "max |z| mean": max_z_of_means(idata),
     }
 
