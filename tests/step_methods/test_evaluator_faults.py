@@ -190,6 +190,7 @@ def test_restarts_must_be_a_non_negative_integer(restarts):
 def test_a_dask_worker_killed_mid_run_is_replaced_and_the_draws_are_unchanged(
     tmp_path, undisturbed
 ):
+    """The DaskEvaluator's draws are the in-process ones, even when a worker dies mid-run."""
     distributed = pytest.importorskip("distributed")
     marker = tmp_path / "died"
     with (
