@@ -68,7 +68,7 @@ def test_black_box_ode_example_compares_demetropolisz_and_rnshmc():
 
 def test_umbridge_example_samples_a_served_pde_as_the_same_model_in_process():
     completed = run_example(
-        "umbridge_pde.py", "--n-cells=6", "--n-modes=2", "--tune=200", "--draws=50"
+        "umbridge_pde.py", "--n-cells=6", "--n-modes=2", "--tune=150", "--draws=50"
     )
     assert "served over UM-Bridge: whole call" in completed.stdout
     gap = completed.stdout.split("largest gap between the posterior means: ")[1].split()[0]
