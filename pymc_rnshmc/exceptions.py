@@ -114,9 +114,10 @@ class ServedModelError(RuntimeError):
 class ServedModelUnavailable(ConnectionError):
     """A served model did not answer: refused connections, or no answer within the timeout.
 
-    Not the model's answer at those parameters, so never a rejection: a rejection would bias
-    the chain towards where the server happened to answer. Sampling stops with a
-    :class:`ModelEvaluationError` that keeps the draws so far.
+    Not the model's answer at those parameters, so not a rejection, whatever ``reject_errors``
+    lists: a server that is down would leave the chain rejecting for ever. Sampling stops with
+    a :class:`ModelEvaluationError` that keeps the draws so far. (A step's ``time_limit``
+    abandons a slow request first, as any slow evaluation: a counted rejection.)
     """
 
 

@@ -39,7 +39,7 @@ def kept_draws_as_trace(model, chains, layout: ParameterLayout) -> MultiTrace | 
     values are computed as ``pm.sample`` computes them; no sampler statistics.
     """
     length = _common_length(chains)
-    tuning = max(chain.log.tuning_draws for chain in chains) if chains else 0
+    tuning = max(chain.log.tuning_draws for chain in chains)
     if length <= tuning:
         return None
     traces = []

@@ -15,8 +15,9 @@ parameters.
   truncated to where the model succeeds, which is only the posterior the user wants if the
   model cannot be evaluated there by design.
 * A served model that does not answer (:class:`~pymc_rnshmc.exceptions.ServedModelUnavailable`:
-  refused connections, no answer within the client's timeout) always stops sampling, keeping
-  the draws so far: it is no answer about the posterior.
+  refused connections, no answer within the client's timeout) stops sampling, keeping the draws
+  so far, whatever ``reject_errors`` lists: it is no answer about the posterior. (A step's
+  ``time_limit`` shorter than the client's timeout abandons the request first: a rejection.)
 * With a ``time_limit``, an evaluation that runs past it
   (:class:`~pymc_rnshmc.exceptions.EvaluationTimeout`, raised by
   :mod:`~pymc_rnshmc.step_methods.time_limit`) is a rejection too, told once like a NaN. The

@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from pymc_rnshmc.exceptions import EvaluationTimeout, ServedModelUnavailable
+from pymc_rnshmc.exceptions import EvaluationTimeout
 
 __all__ = ["Deadline", "TimeLimit", "TimeLimited", "why_unenforceable"]
 
@@ -95,9 +95,7 @@ class Deadline:
             signal.signal(signal.SIGALRM, self._previous_handler)
             self._resume_previous_timer()
         interrupted = kind is not None and not issubclass(kind, Exception)  # Ctrl-C: goes on
-        # a served model's own timeout may fire on the alarm's interrupt: its silence stops
-        unanswered = isinstance(error, ServedModelUnavailable)
-        if self.passed and not (interrupted or unanswered or isinstance(error, EvaluationTimeout)):
+        if self.passed and not interrupted and not isinstance(error, EvaluationTimeout):
             raise EvaluationTimeout(self.seconds) from error
         return False
 

@@ -233,14 +233,23 @@ def test_pooled_chains_stopped_by_the_server_keep_every_chains_draws(server):
     assert draws.shape[0] == 2 and 0 < draws.shape[1] < 600 and draws.shape[2] == 2
 
 
-def test_a_step_time_limit_does_not_turn_a_silent_server_into_rejections(server):
-    config = {"answers": 300, "run": uuid.uuid4().hex, "stall": 20.0}
-    stalls = UMBridgeModel(server, "stalls", config, timeout=5.0)
-    with (
-        served_regression(stalls),
-        pytest.raises(ModelEvaluationError, match="did not answer"),
-    ):
-        sample_chains(RNSHMC(time_limit=0.5), chains=1, seed=5)
+def test_a_step_time_limit_counts_a_slow_served_evaluation_as_a_rejection(server):
+    """``time_limit`` means what it says for a served model too: past it, a counted rejection.
+
+    (Without one, the client's own ``timeout`` stops sampling: the tests above.)
+    """
+    config = {"answers": 10, "run": uuid.uuid4().hex, "stall": 3.0}
+    with served_regression(UMBridgeModel(server, "stalls", config, timeout=30.0)):
+        exact_model = RNSHMC(time_limit=0.5).exact_model
+    logps = []
+    for _ in range(12):  # the construction made a few of the answered calls already
+        start = time.monotonic()
+        logps.append(exact_model.logp(THETA))
+        assert time.monotonic() - start < 2.5
+        if logps[-1] == -np.inf:
+            break
+    assert logps[-1] == -np.inf and exact_model.failures.count == 1
+    assert "time_limit" in exact_model.failures.first
 
 
 def test_each_process_opens_its_own_connection(server, monkeypatch):
