@@ -48,6 +48,13 @@ def check_non_negative_integer(name: str, value) -> int:
     return int(value)
 
 
+def check_flag(name: str, value) -> bool:
+    """``value`` if it is a bool (numpy's included), else ``ValueError`` naming ``name``."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}.")
+    return bool(value)
+
+
 def check_probability(name: str, value) -> float:
     """``value`` as a ``float`` if it lies strictly between 0 and 1."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:

@@ -239,6 +239,7 @@ class ShiftedRNSHMC(RNSHMC):
     def __init__(self, *args: Any, shift: float = 0.75, **kwargs: Any) -> None:
         self.shift = float(shift)
         kwargs.setdefault("safety_net", 0.0)  # its exact draws would pull the chain back
+        kwargs.setdefault("weigh_costs", False)  # nor may exact NUTS take over on a cheap model
         super().__init__(*args, surrogate=ShiftedSurrogate(self.shift), **kwargs)
 
     @property
@@ -272,6 +273,7 @@ class SurrogateAcceptanceRNSHMC(RNSHMC):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("safety_net", 0.0)  # its exact draws would mix in the posterior
+        kwargs.setdefault("weigh_costs", False)  # as would exact NUTS taking over
         super().__init__(*args, **kwargs)
 
     def _correction(self) -> Correction:

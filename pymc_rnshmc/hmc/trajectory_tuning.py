@@ -83,15 +83,21 @@ class TrajectoryChoice:
         return cls(max(eligible, key=lambda c: c.mean_efficiency), candidates)
 
 
-def effective_sample_size_per_draw(samples: np.ndarray) -> np.ndarray:
+def effective_sample_size_per_draw(
+    samples: np.ndarray, mean: np.ndarray | None = None, variance: np.ndarray | None = None
+) -> np.ndarray:
     """ESS divided by the number of draws for every column of ``samples (chains, draws, p)``.
 
     Autocorrelations are averaged over chains (around the pooled mean) and summed with Geyer's
-    initial positive sequence, so antithetic chains can exceed one.
+    initial positive sequence, so antithetic chains can exceed one. ``mean`` and ``variance``
+    (per column) replace the samples' own as the reference of the autocorrelations: a short
+    window of a longer run, measured against the run's moments, shows slow mixing that its
+    own moments hide.
     """
     n_chains, n_draws, _ = samples.shape
-    centred = samples - samples.mean(axis=(0, 1))
-    variance = np.mean(centred**2, axis=(0, 1))
+    centred = samples - (samples.mean(axis=(0, 1)) if mean is None else mean)
+    if variance is None:
+        variance = np.mean(centred**2, axis=(0, 1))
     size = 1 << int(np.ceil(np.log2(2 * n_draws)))
     spectrum = np.fft.rfft(centred, n=size, axis=1)
     autocovariance = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=1)[:, :n_draws]

@@ -92,6 +92,8 @@ class ARNSHMC(SurrogateHMC):
     refit_during_tuning : bool
         Refit the whole surrogate in batch (re-choosing the dynamics) when the evaluated proposals
         have doubled, as RNSHMC does.
+    weigh_costs : bool
+        As for :class:`~pymc_rnshmc.RNSHMC`.
     start_error : float
         The surrogate dynamics start once a fit's held-out relative gradient error is below
         this; until then (at most until 70 % of tuning; on PyMC 5, which does not tell the step
@@ -139,6 +141,7 @@ class ARNSHMC(SurrogateHMC):
         refresh_exponent: float = 1.0,
         freeze_after_tuning: bool = False,
         refit_during_tuning: bool = True,
+        weigh_costs: bool = True,
         start_error: float = 0.3,
         time_limit: float | None = None,
         **kwargs,
@@ -171,6 +174,7 @@ class ARNSHMC(SurrogateHMC):
             schedule=ARNSHMC_SCHEDULE,
             start_error=start_error,
             refit_during_tuning=refit_during_tuning and self.tuning_gradients,
+            weigh_costs=weigh_costs,
             time_limit=time_limit,
             **kwargs,
         )

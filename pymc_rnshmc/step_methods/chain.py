@@ -11,6 +11,7 @@ stats on to PyMC.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
@@ -27,6 +28,7 @@ from pymc_rnshmc.hmc.kernel import PendingDraw, kernel_finish, kernel_propose
 from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.chain_log import ChainLog
+from pymc_rnshmc.step_methods.economy import logp_function_pays
 from pymc_rnshmc.step_methods.explorers import ExactDraw
 from pymc_rnshmc.step_methods.reporting import surrogate_draw_stats
 from pymc_rnshmc.step_methods.safety_net import SafetyNet
@@ -87,6 +89,15 @@ class ChainHooks(Protocol):
     def _after_draw(self, result: DrawResult | None) -> dict[str, Any]: ...
 
 
+class _DrawCost(NamedTuple):
+    tune: bool
+    phase: int
+    """The draw's ``phase`` stat."""
+    gradients: int
+    fitting: float
+    """Seconds of fitting within the draw."""
+
+
 @dataclass_state
 class _ChainState(DataClassState):
     iter_count: int
@@ -120,6 +131,8 @@ class SurrogateChain(WithSamplingState):
     warmup : SurrogateWarmup, optional
         A warm-up shared with other chains (a population's: one record, one surrogate, one
         step-size adaptation); default the chain's own.
+    draws : int, optional
+        The chain's kept draws (``None`` on PyMC 5), for the warm-up's cost estimates.
     """
 
     _state_class = _ChainState
@@ -134,13 +147,18 @@ class SurrogateChain(WithSamplingState):
         dual_averaging: tuple,
         richer_surrogate: str,
         warmup: SurrogateWarmup | None = None,
+        draws: int | None = None,
     ) -> None:
         self.settings, self.explorer, self.exact_model = settings, explorer, exact_model
         self.safety_net, self.dual_averaging = safety_net, dual_averaging
         self.richer_surrogate = richer_surrogate
         self.iter_count = self.divergences = 0
         self.tune = True
-        self.warmup = SurrogateWarmup(settings, tune) if warmup is None else warmup
+        self.warmup = SurrogateWarmup(settings, tune, draws=draws) if warmup is None else warmup
+        self.last_draw = _DrawCost(tune=False, phase=0, gradients=0, fitting=0.0)
+        """What the last draw was, for :meth:`account`."""
+        self.setup_mark = 0.0
+        """The warm-up's setup seconds when the current draw began."""
         self.sharing: list[SurrogateChain] = [self]
         """The chains whose cached surrogate values a new surrogate makes stale (a population's
         chains share one warm-up)."""
@@ -172,6 +190,7 @@ class SurrogateChain(WithSamplingState):
         Its two halves, :meth:`begin` and :meth:`finish`, with what lies between made here:
         the explorer's draw, or the exact evaluation of a surrogate move (when asked).
         """
+        clock = time.perf_counter()
         begun = self.begin(q0, tune, rng, hooks)
         exact = None
         if begun.exact_phase is not None:
@@ -181,7 +200,9 @@ class SurrogateChain(WithSamplingState):
                 self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
                 raise
         evaluate = hooks._evaluate_end if tune else self.exact_model.evaluate
-        return self.finish(begun, rng, hooks, evaluate, exact)
+        drawn = self.finish(begun, rng, hooks, evaluate, exact)
+        self.account(time.perf_counter() - clock)
+        return drawn
 
     def begin(self, q0: RaveledVars, tune: bool, rng, hooks: ChainHooks) -> BegunDraw:
         """The first half of a draw: fit if due, then the start of an exact draw or a move.
@@ -193,9 +214,13 @@ class SurrogateChain(WithSamplingState):
         self.tune = tune
         hooks._before_draw()
         activity = "while fitting the surrogate"
+        self.setup_mark = self.warmup.setup_seconds
         try:
             if tune:
+                exploring = self.phase == Phase.EXPLORATION
                 self.warmup.fit_if_due(self.iter_count, rng, _Host(self, hooks))
+                if exploring and self.phase == Phase.SURROGATE:
+                    self._choose_logp_function()
             activity = f"in a draw of the {self.phase} phase"
             if self.phase != Phase.SURROGATE:
                 return self._begin_exact(q0, 3 if self.phase == Phase.EXACT else 0)
@@ -234,6 +259,12 @@ class SurrogateChain(WithSamplingState):
             self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
             raise
         stats.update(hooks._after_draw(result))
+        self.last_draw = _DrawCost(
+            self.tune,
+            int(stats["phase"]),
+            int(stats.get("n_gradient_evals", 0)),
+            self.warmup.setup_seconds - self.setup_mark,
+        )
         self.iter_count += 1
         count, first = self.exact_model.failures.take()
         stats["model_failures"] = count
@@ -246,6 +277,44 @@ class SurrogateChain(WithSamplingState):
     @property
     def failures(self):
         return self.exact_model.failures
+
+    # ----------------------------------------------------------------- what draws cost
+    def account(self, seconds: float) -> None:
+        """Charge the last draw's measured ``seconds`` (fits left out) to the warm-up's costs.
+
+        The driver measures them (this chain's :meth:`draw`, or a population's round). Once the
+        first surrogate has made enough tuning draws, the warm-up judges whether it pays
+        (:meth:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup.judge_sampling`); if not, the
+        exact explorer resumes for good.
+        """
+        drawn = self.last_draw
+        if not drawn.tune:
+            return
+        warmup, seconds = self.warmup, seconds - drawn.fitting
+        if drawn.phase == 0:
+            warmup.costs.note_exact(seconds, drawn.gradients)
+        elif drawn.phase in (1, 2):
+            warmup.costs.note_surrogate(seconds)
+        if warmup.verdict_due:
+            draws = np.asarray(self.log.draws)
+            exploration = draws[: warmup.first_fit_at]
+            if not warmup.judge_sampling(exploration, draws[warmup.fitted_at :]).surrogate_pays:
+                self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
+
+    def _choose_logp_function(self) -> None:
+        """At the first fit, choose the function that evaluates ``logp`` alone.
+
+        The joint function if compiling the logp-only one would cost more than it saves
+        (:func:`~pymc_rnshmc.step_methods.economy.logp_function_pays`).
+        """
+        model, costs = self.exact_model, self.warmup.costs
+        if not model.has_gradient or model.logp_function_ready:
+            return
+        model.note_compile_seconds(costs.compile_seconds())
+        evaluations_left = self.warmup.draws_left(self.iter_count)
+        model.logp_by_joint = not logp_function_pays(
+            costs.seconds_per_gradient(), model.compile_seconds, evaluations_left
+        )
 
     def _begin_exact(self, q0: RaveledVars, phase_code: int) -> BegunDraw:
         """An exact draw's first half: the chain's point, with its ``logp`` where known."""
@@ -475,3 +544,6 @@ class _Host:
         for chain in self.chain.sharing:
             chain.forget_surrogate_values()
         self.hooks._after_fit()
+
+    def chains_sharing(self) -> int:
+        return len(self.chain.sharing)

@@ -130,6 +130,23 @@ class ExactModel:
         self.time_limit = None if time_limit is None else TimeLimit(time_limit, self._compile)
         self._logp = self.limited(self._compiled[0])
         self._joint = self.limited(self._compiled[1]) if gradient else None
+        self.logp_by_joint = False
+        """Evaluate ``logp`` alone by the joint function (set by the chain where compiling the
+        logp-only function would cost more than it saves)."""
+        self.logp_function_ready = time_limit is not None
+        """Whether the logp-only function has run in this process (compiled)."""
+        self.compile_seconds = 0.0
+        """The most a compilation of the joint function was measured to take here."""
+
+    def __getstate__(self) -> dict:
+        """A copy for another process, where the functions compile again at their first call."""
+        state = self.__dict__.copy()
+        state["logp_function_ready"] = self.time_limit is not None
+        return state
+
+    def note_compile_seconds(self, seconds: float) -> None:
+        """Remember a measured compilation of the joint function (kept for later chains)."""
+        self.compile_seconds = max(self.compile_seconds, float(seconds))
 
     @classmethod
     def compile(
@@ -212,7 +229,7 @@ class ExactModel:
             The model raised an error the failure policy does not reject.
         """
         try:
-            (logp,) = self._logp(self.cast(position))
+            logp = self._logp_alone(self.cast(position))
         except Exception as error:
             self.failures.raised(position, error)
             return -np.inf
@@ -221,6 +238,20 @@ class ExactModel:
             self.failures.note_logp(position, logp)
             return -np.inf
         return logp
+
+    def _logp_alone(self, position: np.ndarray):
+        """The logp-only function's value, or the joint function's where it is preferred.
+
+        Where the joint function raises (a gradient that fails where the value does not), the
+        logp-only function decides, as it would have without the preference.
+        """
+        if self.logp_by_joint:
+            try:
+                return self._joint(position)[0]
+            except Exception:  # the logp-only function tells what the model says
+                pass
+        self.logp_function_ready = True
+        return self._logp(position)[0]
 
     def potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
         """Exact ``U = -logp`` and ``grad U`` in one call (``inf`` and NaN where it fails).

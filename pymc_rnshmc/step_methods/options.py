@@ -15,7 +15,12 @@ from pymc.step_methods.arraystep import GradientSharedStep
 from pymc.step_methods.hmc.base_hmc import BaseHMC
 from pymc.step_methods.hmc.nuts import NUTS
 
-from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
+from pymc_rnshmc._checks import (
+    check_flag,
+    check_positive_integer,
+    check_positive_number,
+    check_probability,
+)
 from pymc_rnshmc.step_methods.dynamics import Dynamics, get_dynamics
 from pymc_rnshmc.step_methods.schedule import ExplorationSchedule
 from pymc_rnshmc.step_methods.warmup import WarmupSettings
@@ -61,6 +66,7 @@ class StepOptions(NamedTuple):
     start_error: float | None
     time_limit: float | None
     refit_during_tuning: bool
+    weigh_costs: bool
 
     def warmup_settings(
         self,
@@ -94,6 +100,7 @@ class StepOptions(NamedTuple):
             max_steps=self.max_steps,
             max_depth=nuts_option(nuts_options, "max_treedepth"),
             max_energy_change=nuts_option(nuts_options, "Emax"),
+            weighs_costs=self.weigh_costs,
         )
 
 
@@ -111,6 +118,7 @@ def check_options(
     start_error: float | None,
     time_limit: float | None,
     refit_during_tuning: bool,
+    weigh_costs: bool = True,
 ) -> StepOptions:
     """Check a sampler's options and keep them; an invalid one raises, naming it."""
     chosen = get_dynamics(dynamics)
@@ -137,6 +145,7 @@ def check_options(
         start_error=check_positive_number("start_error", start_error, allow_none=True),
         time_limit=check_positive_number("time_limit", time_limit, allow_none=True),
         refit_during_tuning=bool(refit_during_tuning),
+        weigh_costs=check_flag("weigh_costs", weigh_costs),
     )
 
 

@@ -119,13 +119,13 @@ class PooledSurrogate(PopulationArrayStepShared):
         self.stats_dtypes_shapes = sampler.stats_dtypes_shapes
         self.stats_dtypes = sampler.stats_dtypes
         self._pool = _Pool()
-        self._tune_steps = None
+        self._tune_steps = self._draws = None
         super().__init__(sampler.vars, sampler.exact_model.step_function._extra_vars_shared)
         self.tune = True
 
     # ----------------------------------------------------------------- a chain's set-up
     def setup_chain(self, rng, tune: int, draws: int) -> None:  # PyMC >= 6
-        self._tune_steps = int(tune)
+        self._tune_steps, self._draws = int(tune), int(draws)
         self.set_rng(rng)
 
     def set_rng(self, rng) -> None:
@@ -142,7 +142,10 @@ class PooledSurrogate(PopulationArrayStepShared):
             self._pool.reset()
             exploring = len(population) if self.share_exploration else 1
             self._pool.warmup = SurrogateWarmup(
-                self.sampler._warmup_settings, self._tune_steps, chains=exploring
+                self.sampler._warmup_settings,
+                self._tune_steps,
+                chains=exploring,
+                draws=self._draws,
             )
             self.evaluator.start(self.sampler)
         self._join()
@@ -247,6 +250,7 @@ class PooledSurrogate(PopulationArrayStepShared):
             draw = exact_draws.get(index)
             q_new, stats = chain.finish(begun[index], step.rng, hooks, evaluate, draw)
             clocks[index] += time.perf_counter() - start
+            chain.account(clocks[index])
             stats["perf_counter_start"] = start
             stats["perf_counter_diff"] = clocks[index]
             stats["process_time_diff"] = clocks[index]

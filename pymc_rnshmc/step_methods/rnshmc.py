@@ -27,7 +27,10 @@ class RNSHMC(SurrogateHMC):
        ``logp``, the plausible proposals are recorded, and each time they have doubled the
        surrogate is refitted and the dynamics re-chosen, while a refit still helps (held-out
        gradient error above 10 %, or above 1 % and still falling by a tenth) and can be
-       followed by 100 tuning draws of step size adaptation.
+       followed by 100 tuning draws of step size adaptation;
+    4. with ``weigh_costs``, refits after the first only while they pay for themselves, and
+       exact NUTS for the rest of the chain if the surrogate's draws are measured to give
+       fewer effective draws per second than the exploration's (see ``weigh_costs``).
 
     The surrogate is frozen when tuning ends. Each kept draw draws a momentum, integrates the
     surrogate dynamics for the chosen path length (with jitter), evaluates the exact ``logp``
@@ -73,6 +76,18 @@ class RNSHMC(SurrogateHMC):
         dynamics; ``None`` starts with any fit.
     refit_during_tuning : bool
         Learn from the surrogate draws of tuning and refit (step 3 above).
+    weigh_costs : bool
+        Let the seconds measured while tuning decide two things
+        (:mod:`~pymc_rnshmc.step_methods.economy`): refits after the first are made only
+        while each is predicted to cost at most half of what the surrogate's draws still save
+        against exact NUTS draws; and after the first fit's surrogate has made 100 tuning
+        draws, if its seconds per effective draw are 1.5 times the exploration's exact NUTS
+        draws' or more (a cheap model, or a surrogate that mixes poorly), the chain continues
+        with exact NUTS for good and says why in one log line. Either way the draws are exact.
+        Because these choices depend on timings, a seed reproduces its draws only when the
+        same choices are made (they are logged); ``False`` makes the draws a function of the
+        seed alone and keeps the surrogate (say, to try it on a cheap version of an expensive
+        model). Default ``True``.
     dynamics : {"hmc", "nuts"}
         ``"hmc"``: the fixed-length leapfrog described above. ``"nuts"``: each draw runs a
         complete NUTS transition on the surrogate Hamiltonian (its own no-U-turn criterion,
@@ -165,6 +180,7 @@ class RNSHMC(SurrogateHMC):
         surrogate_target_accept: float | None = None,
         start_error: float | None = 0.3,
         refit_during_tuning: bool = True,
+        weigh_costs: bool = True,
         dynamics: str = "hmc",
         safety_net: float | None = None,
         time_limit: float | None = None,
@@ -191,6 +207,7 @@ class RNSHMC(SurrogateHMC):
             surrogate_target_accept=surrogate_target_accept,
             start_error=start_error,
             refit_during_tuning=refit_during_tuning,
+            weigh_costs=weigh_costs,
             dynamics=dynamics,
             safety_net=safety_net,
             time_limit=time_limit,

@@ -88,7 +88,7 @@ class RNSRMHMC(SurrogateHMC):
         the sampler says so and continues with exact NUTS. (On the centred eight schools, a
         surrogate with 59 % held-out gradient error chose a step of 0.0017 for a path of 0.79,
         470 steps a trajectory, about a second a draw.)
-    target_accept, start_error, refit_during_tuning, safety_net : optional
+    target_accept, start_error, refit_during_tuning, weigh_costs, safety_net : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     time_limit : float, optional
         As for :class:`~pymc_rnshmc.RNSHMC`: an exact evaluation longer than this many seconds
@@ -142,6 +142,7 @@ class RNSRMHMC(SurrogateHMC):
         surrogate_target_accept: float | None = None,
         start_error: float | None = 0.3,
         refit_during_tuning: bool = True,
+        weigh_costs: bool = True,
         safety_net: float | None = None,
         time_limit: float | None = None,
         model=None,
@@ -180,6 +181,7 @@ class RNSRMHMC(SurrogateHMC):
             surrogate_target_accept=surrogate_target_accept,
             start_error=start_error,
             refit_during_tuning=refit_during_tuning,
+            weigh_costs=weigh_costs,
             dynamics=dynamics,
             safety_net=safety_net,
             time_limit=time_limit,

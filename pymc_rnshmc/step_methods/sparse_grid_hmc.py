@@ -108,9 +108,10 @@ class SparseGridHMC(SurrogateHMC):
         limit.
     **kwargs
         As for :class:`~pymc_rnshmc.RNSHMC` (``exploration_steps``, ``path_length``,
-        ``target_accept``, ``surrogate_target_accept``, NUTS options); ``surrogate_target_accept``
-        defaults to 0.9. With ``grid="full"`` the step size is adapted on the exact acceptance,
-        towards ``surrogate_target_accept`` (0.8 by default there).
+        ``target_accept``, ``surrogate_target_accept``, ``weigh_costs``, NUTS options);
+        ``surrogate_target_accept`` defaults to 0.9. With ``grid="full"`` the step size is
+        adapted on the exact acceptance, towards ``surrogate_target_accept`` (0.8 by default
+        there).
 
     Notes
     -----

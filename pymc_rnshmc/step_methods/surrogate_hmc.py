@@ -74,6 +74,7 @@ class SurrogateHMCState(StepMethodState):
 
     tune: bool
     _tune_steps: int | None
+    _draws: int | None
     _chain: Any
 
 
@@ -100,6 +101,8 @@ class SurrogateHMC(ArrayStepShared):
         a model without gradients).
     refit_during_tuning : bool
         Learn from the tuning draws and refit, if the schedule learns during tuning.
+    weigh_costs : bool
+        As for :class:`~pymc_rnshmc.RNSHMC`.
     dynamics : {"hmc", "nuts"}
         The surrogate proposals (:mod:`~pymc_rnshmc.step_methods.dynamics`): a fixed-length
         leapfrog corrected on the exact Hamiltonian, or a NUTS transition on the surrogate
@@ -146,6 +149,7 @@ class SurrogateHMC(ArrayStepShared):
         surrogate_target_accept: float | None = None,
         start_error: float | None = None,
         refit_during_tuning: bool = True,
+        weigh_costs: bool = True,
         dynamics: str = "hmc",
         safety_net: float | None = None,
         reject_errors: type[Exception] | tuple[type[Exception], ...] = (),
@@ -168,6 +172,7 @@ class SurrogateHMC(ArrayStepShared):
             start_error=start_error,
             time_limit=time_limit,
             refit_during_tuning=refit_during_tuning,
+            weigh_costs=weigh_costs,
         )
         check_nuts_options(name, kwargs)
         self._surrogate_template = surrogate
@@ -201,7 +206,7 @@ class SurrogateHMC(ArrayStepShared):
             exact_sampler=self._explorer.description,
             nuts_options=nuts_options,
         )
-        self._tune_steps = None
+        self._tune_steps = self._draws = None
         self._start_chain()
 
     def _check_gradient_free(self, surrogate) -> None:
@@ -301,10 +306,11 @@ class SurrogateHMC(ArrayStepShared):
             self.safety_net,
             self._explorer.dual_averaging,
             self._richer_surrogate,
+            draws=self._draws,
         )
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:  # PyMC >= 6
-        self._tune_steps = int(tune)
+        self._tune_steps, self._draws = int(tune), int(draws)
         self.set_rng(rng)
 
     def set_rng(self, rng) -> None:

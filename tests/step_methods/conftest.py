@@ -44,10 +44,19 @@ class SamplerCase:
         The protocol tests check the surrogate kernel's citizenship draw by draw; the net's
         exact NUTS draws are tested in ``test_safety_net.py``, and the samplers as users get
         them (``safety_net=None``) in ``test_stationarity.py``. Without gradients the net was
-        always on by default, and stays so here.
+        always on by default, and stays so here. Costs are not weighed (``weigh_costs``): the
+        tests' models are cheap, so measured costs would rightly give some surrogates up for
+        exact NUTS (``test_economy.py``), and timings would make the draws depend on more than
+        the seed.
         """
         net = {} if self.black_box else {"safety_net": 0.0}
-        options = {"exploration_steps": self.exploration, **net, **self.options, **overrides}
+        options = {
+            "exploration_steps": self.exploration,
+            "weigh_costs": False,
+            **net,
+            **self.options,
+            **overrides,
+        }
         return self.step_class(**options)
 
     @property

@@ -121,7 +121,14 @@ def sample_with(
     keep_tuning: bool = False,
     **step_options,
 ):
-    """``pm.sample`` with a fresh ``step_class(**step_options)``, quietly; ``(result, step)``."""
+    """``pm.sample`` with a fresh ``step_class(**step_options)``, quietly; ``(result, step)``.
+
+    Costs are not weighed unless asked (``weigh_costs``): these tests sample cheap models to
+    check the surrogate's machinery, where measured costs would rightly give some surrogates up
+    for exact NUTS (``test_economy.py``), and timings would make the draws depend on more than
+    the seed.
+    """
+    step_options.setdefault("weigh_costs", False)
     with model:
         step = step_class(**step_options)
     result = sample_step(

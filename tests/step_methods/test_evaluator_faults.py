@@ -80,7 +80,9 @@ def fragile_model(marker) -> pm.Model:
 def run(model, evaluator):
     with model:
         return pm.sample(
-            step=PooledSurrogate(RNSHMC(exploration_steps=60), evaluator=evaluator),
+            step=PooledSurrogate(
+                RNSHMC(exploration_steps=60, weigh_costs=False), evaluator=evaluator
+            ),
             tune=TUNE,
             draws=DRAWS,
             chains=CHAINS,

@@ -42,8 +42,12 @@ TUNE, DRAWS, EXPLORATION = 400, 1000, 300
 
 
 def run(model, *, tune=TUNE, draws=DRAWS, seed=31, sample_options=None, **step_options):
-    """Sample two chains of ``model`` with ``RNSHMC(**step_options)`` in one process."""
+    """Sample two chains of ``model`` with ``RNSHMC(**step_options)`` in one process.
+
+    Costs are not weighed (cheap models: see ``helpers.sample_with``).
+    """
     step_options.setdefault("exploration_steps", EXPLORATION)
+    step_options.setdefault("weigh_costs", False)
     with model:
         step = RNSHMC(**step_options)
         return pm.sample(
@@ -108,7 +112,7 @@ def test_mixed_model_leaves_the_discrete_variable_to_pymc_and_gets_the_mixture_r
     with pm.Model():
         z = pm.Bernoulli("z", 0.5)
         x = pm.Normal("x", 1.0 * z, 1.0)
-        step = RNSHMC(vars=[x], exploration_steps=EXPLORATION)
+        step = RNSHMC(vars=[x], exploration_steps=EXPLORATION, weigh_costs=False)
         idata = pm.sample(
             step=[step],
             tune=TUNE,
@@ -175,6 +179,8 @@ INVALID_SETTINGS = [
     ("time_limit", float("inf")),
     ("time_limit", "60"),
     ("time_limit", True),
+    ("weigh_costs", "yes"),
+    ("weigh_costs", 1),
 ]
 
 

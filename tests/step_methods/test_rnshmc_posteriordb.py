@@ -208,6 +208,8 @@ def sample_with_step(model: pm.Model, case: PosteriorCase):
         step_options = dict(case.step_options)
         if case.dense_exploration_metric:
             step_options["potential"] = dense_adaptive_metric(model)
+        # the surrogate is what is checked here, not whether it pays on these cheap models
+        step_options.setdefault("weigh_costs", False)
         step = case.step_class(exploration_steps=case.exploration_steps, **step_options)
         return pm.sample(
             step=step,

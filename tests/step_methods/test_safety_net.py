@@ -165,10 +165,14 @@ def test_a_chain_started_behind_a_wall_leaves_it_with_the_default_net():
         return float(np.mean(escaped))
 
     def wall_step(**options):
-        # no learning while tuning, so no collapse hands the chain to exact NUTS for good
+        # no learning while tuning, so no collapse hands the chain to exact NUTS for good, nor
+        # (weigh_costs=False) the verdict that this surrogate does not pay
         step = tuned_step(
             lambda: RNSHMC(
-                surrogate=DistortedSurrogate("wall", 0.5), refit_during_tuning=False, **options
+                surrogate=DistortedSurrogate("wall", 0.5),
+                refit_during_tuning=False,
+                weigh_costs=False,
+                **options,
             ),
             model,
             tune=400,

@@ -210,14 +210,21 @@ def test_the_riemannian_kernel_leaves_the_banana_invariant():
 
 # ----------------------------------------------------------------------------- wrong and broken
 def wrong_surrogate_run(step_class, posterior_name: str, kind: str, **options) -> StationarityRun:
-    """``step_class`` with a fixed, deliberately wrong surrogate (no refits, no collapse watch).
+    """``step_class`` with a fixed, deliberately wrong surrogate (no refits, no collapse watch,
+    and kept however poorly it pays: ``weigh_costs=False``).
 
     Trajectories are capped (64 leapfrog steps, trees of depth 6), which keeps an exact kernel
     exact and bounds the cost: accepting on the flattened surrogate drove the leapfrog step size
     to its lower bound (about 150 steps a trajectory), and NUTS trees on it grew long.
     """
     surrogate = DistortedSurrogate(kind, DISTORTIONS[kind])
-    options = {"max_steps": 64, "max_treedepth": 6, "refit_during_tuning": False, **options}
+    options = {
+        "max_steps": 64,
+        "max_treedepth": 6,
+        "refit_during_tuning": False,
+        "weigh_costs": False,
+        **options,
+    }
     return run_stationarity(
         lambda: step_class(exploration_steps=200, surrogate=surrogate, **options),
         posterior(posterior_name),

@@ -67,6 +67,9 @@ class Host:
     def surrogate_installed(self):
         self.installed += 1
 
+    def chains_sharing(self):
+        return 1
+
 
 def settings(**changes) -> WarmupSettings:
     options = {

@@ -1,0 +1,339 @@
+"""Does the surrogate pay for itself? RNSHMC's whole call against PyMC's NUTS, cheap to costly.
+
+    python -m benchmarks.economy --split tune                 # what the economy rules were set on
+    python -m benchmarks.economy --split check                # held out
+    python -m benchmarks.economy --workloads sleep_0.0003 --seeds 1 --tune 300 --draws 300 \\
+        --output smoke_economy                                # smoke run, a minute
+    python -m benchmarks.economy --split tune --before ../before --samplers "RNSHMC before"
+    python -m benchmarks.economy --split tune --samplers RNSHMC --update   # rerun one sampler
+
+Every run is its own process (``--one``), so each pays its own compilation, as a user's call
+does; runs go one after another. Samplers (``--samplers``): "NUTS" (PyMC's, diagonal
+adaptation), "NUTS dense" (``init="jitter+adapt_full"``), "RNSHMC" (its defaults, this tree)
+and "RNSHMC before" (the defaults of the tree at ``--before``, a ``git worktree`` of an older
+commit: the same script, that tree's package).
+
+Workloads: "sleep_<s>" (``x ~ N(0, C)``, d = 5, AR(1) correlation 0.6, through a forward model
+that sleeps ``s`` seconds a call: the model's cost alone varies), "sleep20_<s>" (the same at
+d = 20), "banana", "gaussian_process", "pde_30", "pde_60" (the benchmark workloads) and
+posteriordb posteriors by name. Split, fixed before the runs: ``TUNE`` holds what the economy's
+rules were looked at on while they were written; ``CHECK`` is held out.
+
+Per run: the whole call in seconds, min bulk and tail ESS (ArviZ), their minimum per second of
+the call, exact logps and gradients to a min(bulk, tail) ESS of 1000
+(:func:`pymc_rnshmc.comparison.comparison_table`), whether the chain continued with exact NUTS
+(share of kept draws in phase 3), the surrogate's setup seconds, and the largest ``|z|`` of a
+posterior mean: against the exact mean (sleeping models), the posteriordb reference, or else the
+pooled NUTS runs of the workload, in combined MCSE. Per workload: medians over seeds, and each
+surrogate run's ESS per second of the call as a ratio to the strongest NUTS run of its seed.
+Results go to ``benchmarks/results/<output>.{json,md}`` after every workload; with
+``--update`` the runs of the given samplers replace theirs in an earlier result of that name
+and the others' are kept.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+TUNE = ("sleep_0", "sleep_0.0001", "sleep_0.0003", "sleep_0.001", "sleep_0.003", "pde_30", "banana")
+CHECK = (
+    "sleep20_0.0003",
+    "gaussian_process",
+    "pde_60",
+    "kilpisjarvi_mod-kilpisjarvi",
+    "arK-arK",
+    "eight_schools-eight_schools_noncentered",
+    "garch-garch11",
+)
+CHECK_AGAIN = (
+    "sblrc-blr",
+    "low_dim_gauss_mix-low_dim_gauss_mix",
+    "nes2000-nes",
+    "sharp-banana",
+    "student-t",
+    "log-gamma",
+)
+"""Held out from the verdict's revision, which came after ``CHECK`` had been run (its floor on
+the surrogate's own ESS estimate kept poorly mixing surrogates on the check set)."""
+BASELINES = ("NUTS", "NUTS dense")
+
+
+def build_model(workload: str):
+    """The workload's model, and its exact means where known (else ``None``)."""
+    from benchmarks.trust_battery import REFERENCES
+
+    if workload.startswith("sleep"):
+        from pymc_rnshmc.workloads import sleeping_normal
+
+        prefix, seconds = workload.split("_")
+        dim = 5 if prefix == "sleep" else int(prefix[len("sleep") :])
+        return sleeping_normal(dim, float(seconds)), {"x": np.zeros(dim)}
+    if workload in ("banana", "gaussian_process", "pde_30", "pde_60"):
+        from benchmarks.whole_call import WORKLOADS
+
+        return WORKLOADS[workload][1](), None
+    if workload in REFERENCES:
+        reference = REFERENCES[workload]()
+        return reference.build(), {reference.variable: reference.means}
+    from benchmarks import posteriordb_table as pdb
+
+    data, _ = pdb.load_posterior(workload, pdb.POSTERIORDB)
+    return pdb.POSTERIORS[workload](data), None
+
+
+def sampler_for(name: str):
+    """``run_sampler``'s sampler and ``pm.sample`` options for a sampler's name."""
+    from pymc_rnshmc import RNSHMC
+
+    if name == "NUTS":
+        return "pymc", {}
+    if name == "NUTS dense":
+        return "pymc", {"init": "jitter+adapt_full"}
+    return RNSHMC, {}
+
+
+def one_run(workload: str, sampler: str, seed: int, tune: int, draws: int) -> dict:
+    """One timed call in this process: the measurements of the module docstring."""
+    from pymc_rnshmc.comparison import comparison_table, run_sampler
+    from pymc_rnshmc.comparison.table import coordinate_ess
+
+    model, _ = build_model(workload)
+    step, options = sampler_for(sampler)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = run_sampler(
+            step,
+            model,
+            name=sampler,
+            tune=tune,
+            draws=draws,
+            chains=1,
+            cores=1,
+            random_seed=seed,
+            progressbar=False,
+            **options,
+        )
+    row = comparison_table({sampler: run}).iloc[0]
+    posterior = run.trace.posterior
+    means, errors = {}, {}
+    for name in posterior.data_vars:
+        values = np.asarray(posterior[name].values)
+        values = values.reshape(values.shape[0], values.shape[1], -1)
+        ess = coordinate_ess(values, "bulk")
+        means[name] = values.mean(axis=(0, 1)).tolist()
+        errors[name] = (values.std(axis=(0, 1)) / np.sqrt(ess)).tolist()
+    z_of_reference = _posteriordb_z(workload, posterior)
+    stats = run.trace.sample_stats
+    phase = np.asarray(stats["phase"].values).ravel() if "phase" in stats else np.zeros(1)
+    bulk, tail = float(row["min bulk ESS"]), float(row["min tail ESS"])
+    extra = {} if z_of_reference is None else {"max |z| mean": z_of_reference}
+    return extra | {
+        "workload": workload,
+        "sampler": sampler,
+        "seed": seed,
+        "call s": run.whole_call_seconds,
+        "bulk ESS": bulk,
+        "tail ESS": tail,
+        "ESS / s": min(bulk, tail) / run.whole_call_seconds,
+        "logps to ESS 1000": float(row["logps to ESS 1000"]),
+        "gradients to ESS 1000": float(row["gradients to ESS 1000"]),
+        "exact NUTS share": float(np.mean(phase == 3)),
+        "setup s": float(getattr(run.step, "setup_seconds", 0.0) or 0.0),
+        "means": means,
+        "mcse": errors,
+    }
+
+
+def _posteriordb_z(workload: str, posterior) -> float | None:
+    """Largest ``|z|`` of a mean against the posteriordb reference (``None``: not one)."""
+    from benchmarks import posteriordb_table as pdb
+
+    if workload not in pdb.POSTERIORS:
+        return None
+    from benchmarks.start_rules import posteriordb_posterior
+
+    return float(posteriordb_posterior(workload).z_of_means(posterior))
+
+
+def run_in_process(workload: str, sampler: str, seed: int, args) -> dict:
+    """:func:`one_run` in a fresh Python process (``--before``'s tree for "RNSHMC before")."""
+    root = Path(args.before).resolve() if sampler == "RNSHMC before" else ROOT
+    job = json.dumps([workload, sampler, seed, args.tune, args.draws])
+    environment = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--one", job],
+        cwd=root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {
+            "workload": workload,
+            "sampler": sampler,
+            "seed": seed,
+            "error": done.stderr[-2000:],
+        }
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def z_of_means(rows: list[dict], workload: str) -> None:
+    """Each run's largest ``|z|`` of a mean, against the exact, posteriordb or pooled NUTS means."""
+    from benchmarks import posteriordb_table as pdb
+
+    if workload in pdb.POSTERIORS:  # judged in the run, against the reference
+        return
+    _, reference = build_model(workload)
+    reference_error = None
+    if reference is None:
+        nuts = [r for r in rows if r["sampler"] in BASELINES and "means" in r]
+        if not nuts:
+            return
+        reference = {
+            name: np.mean([r["means"][name] for r in nuts], axis=0) for name in nuts[0]["means"]
+        }
+        reference_error = {
+            name: np.sqrt(np.sum(np.square([r["mcse"][name] for r in nuts]), axis=0)) / len(nuts)
+            for name in nuts[0]["means"]
+        }
+    for row in rows:
+        if "means" not in row:
+            continue
+        z = []
+        for name, target in reference.items():
+            if name not in row["means"]:
+                continue
+            error = np.asarray(row["mcse"][name]) ** 2
+            if reference_error is not None:
+                error = error + np.asarray(reference_error[name]) ** 2
+            z.extend(np.abs(np.asarray(row["means"][name]) - np.ravel(target)) / np.sqrt(error))
+        row["max |z| mean"] = float(np.max(z)) if z else None
+
+
+def summarize(rows: list[dict], samplers: list[str]) -> list[dict]:
+    """Medians over seeds per sampler, and the surrogate's ratios to the strongest NUTS run."""
+    summary = []
+    for sampler in samplers:
+        mine = [r for r in rows if r["sampler"] == sampler and "error" not in r]
+        if not mine:
+            continue
+        ratios = []
+        for row in mine:
+            nuts = [
+                r["ESS / s"]
+                for r in rows
+                if r["sampler"] in BASELINES and r["seed"] == row["seed"] and "error" not in r
+            ]
+            if nuts and sampler not in BASELINES:
+                ratios.append(row["ESS / s"] / max(nuts))
+        summary.append(
+            {
+                "sampler": sampler,
+                "runs": len(mine),
+                **{
+                    key: float(np.median([r[key] for r in mine]))
+                    for key in ("call s", "bulk ESS", "tail ESS", "ESS / s", "logps to ESS 1000")
+                },
+                "vs strongest NUTS": [round(r, 2) for r in ratios],
+                "exact NUTS share": [round(r["exact NUTS share"], 2) for r in mine],
+                "max |z| mean": max((r.get("max |z| mean") or 0.0) for r in mine),
+            }
+        )
+    return summary
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# {report['title']}", "", f"{report['meta']}", ""]
+    header = (
+        "| workload | sampler | runs | call s | bulk ESS | tail ESS | ESS/s of the call | "
+        "logps to ESS 1000 | ESS/s vs strongest NUTS, per seed | exact NUTS share, per seed "
+        "| max abs z |"
+    )
+    lines += [header, "|" + "---|" * 11]
+    for workload, result in report["workloads"].items():
+        for s in result["summary"]:
+            lines.append(
+                f"| {workload} | {s['sampler']} | {s['runs']} | {s['call s']:.1f} | "
+                f"{s['bulk ESS']:.0f} | {s['tail ESS']:.0f} | {s['ESS / s']:.1f} | "
+                f"{s['logps to ESS 1000']:.3g} | {s['vs strongest NUTS']} | "
+                f"{s['exact NUTS share']} | {s['max |z| mean']:.1f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--split", choices=("tune", "check", "check_again"))
+    parser.add_argument("--workloads")
+    parser.add_argument("--samplers", default="NUTS,NUTS dense,RNSHMC")
+    parser.add_argument("--seeds", default="1,2,3,4")
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--before", help="a worktree of an older commit, for 'RNSHMC before'")
+    parser.add_argument("--output")
+    parser.add_argument("--update", action="store_true", help="replace these samplers' runs")
+    args = parser.parse_args()
+    if args.one:
+        workload, sampler, seed, tune, draws = json.loads(args.one)
+        print(json.dumps(one_run(workload, sampler, seed, tune, draws)))
+        return
+    from benchmarks.measure import run_metadata, write_results
+
+    if args.workloads:
+        workloads = args.workloads.split(",")
+    elif args.split:
+        workloads = list({"tune": TUNE, "check": CHECK, "check_again": CHECK_AGAIN}[args.split])
+    else:
+        parser.error("give --split or --workloads")
+    samplers = args.samplers.split(",")
+    if "RNSHMC before" in samplers and not args.before:
+        parser.error("'RNSHMC before' needs --before")
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    output = args.output or f"economy_{args.split or 'custom'}"
+    report = {
+        "title": f"Does the surrogate pay? ({args.split or 'custom'} workloads)",
+        "meta": run_metadata(),
+        "args": vars(args),
+        "workloads": {},
+    }
+    earlier = {}
+    if args.update:
+        from benchmarks.measure import RESULTS
+
+        earlier = json.loads((RESULTS / f"{output}.json").read_text())["workloads"]
+        report["workloads"] = earlier
+    for workload in workloads:
+        rows = [
+            row
+            for row in earlier.get(workload, {}).get("runs", [])
+            if row["sampler"] not in samplers
+        ]
+        for seed in seeds:
+            for sampler in samplers:
+                row = run_in_process(workload, sampler, seed, args)
+                rows.append(row)
+                brief = {k: v for k, v in row.items() if k not in ("means", "mcse")}
+                print(json.dumps(brief), flush=True)
+        z_of_means(rows, workload)
+        every = list(dict.fromkeys(row["sampler"] for row in rows))
+        report["workloads"][workload] = {"runs": rows, "summary": summarize(rows, every)}
+        write_results(output, report, markdown(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""Whether the surrogate pays for itself: a chain's measured costs, and the choices they settle.
+
+A surrogate sampler is for models whose ``logp`` is expensive, but the user's clock is the whole
+call, and on a cheap model a fit, a compilation or a surrogate draw can cost more than the exact
+draws it saves. While tuning, a chain measures what its draws cost (:class:`DrawCosts`: seconds
+of each exact and surrogate draw, outside the fits), and three choices follow from the numbers,
+each a plain function here:
+
+- :func:`logp_function_pays`: whether the end points of surrogate draws are evaluated by the
+  logp-only function (no gradient, but compiled at its first call: about a second per process
+  under PyTensor's Numba backend) or by the joint logp-and-gradient function the exploration
+  has already compiled;
+- :func:`refit_pays`: whether a second or later refit (seconds, growing with the record) costs
+  less than a share of what the surrogate's draws still save against exact NUTS draws;
+- :func:`sampling_verdict`: after the first fit's surrogate has run ``VERDICT_DRAWS`` tuning
+  draws, whether it gives more effective draws per second than the exact NUTS draws of the
+  exploration; if not, the chain continues with exact NUTS and says why in one line.
+
+numpy only. The thresholds are named here and were measured with ``benchmarks/economy.py``
+(``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pymc_rnshmc.hmc.trajectory_tuning import effective_sample_size_per_draw
+
+__all__ = [
+    "DrawCosts",
+    "effective_draws_per_draw",
+    "logp_function_pays",
+    "refit_pays",
+    "sampling_verdict",
+]
+
+GRADIENT_SHARE = 0.5
+"""The logp-only function is assumed to save at most this share of a joint evaluation's cost.
+Reverse-mode gradients cost a small multiple of the value (PDE adjoints: about one more solve),
+so the value alone costs at least about half of the pair."""
+REFIT_SHARE = 0.5
+"""A refit after the first may cost at most this share of what the surrogate's draws still save
+against exact NUTS draws ..."""
+FIT_COST_EXPONENT = 1.0
+"""... predicted as the last fit's seconds times (record growth) to this power. Only refits
+after the first are weighed, and by then the network's width has stopped growing: fits on the
+elliptic PDE (30 x 30) took 0.51 s on 150 points, 2.7 s on 300 and 5.0 s on 600. An exponent of
+2, fitted to the first two, predicted the third at 11 s and dropped refits that paid on the
+60 x 60 mesh (min ESS 401-454 against 546 with them, 4 seeds)."""
+VERDICT_DRAWS = 100
+"""Surrogate tuning draws after the first fit before the verdict on whether it pays."""
+VERDICT_MARGIN = 1.5
+"""The surrogate is given up only if its seconds per effective draw exceed exact NUTS's by this
+factor: both are estimated from about a hundred draws ..."""
+VERDICT_MIN_ESS = 25.0
+"""... and only if exact NUTS's estimate rests on at least this many effective draws. A short
+window of a slowly mixing chain overstates its ESS, and an overstated NUTS would take the
+surrogate's place wrongly: on the banana (d = 2) the exploration's last 100 NUTS draws gave
+0.15 per draw where NUTS's 1000 kept draws give 0.02. The surrogate's own estimate needs no such
+floor: a low one is evidence that it mixes poorly (on non-centred eight schools a floor on both
+kept surrogates with 0.1 effective draws a draw, at 0.03 times NUTS's ESS per second)."""
+
+
+@dataclass
+class DrawCosts:
+    """Seconds of a chain's tuning draws, outside the fits, by kind.
+
+    A population's chains share one (their warm-up's); each draw is charged its share of the
+    round's batches.
+    """
+
+    exact: list[float] = field(default_factory=list)
+    """Seconds of each exact NUTS draw of the exploration (the first includes compiling)."""
+    exact_gradients: list[int] = field(default_factory=list)
+    """Gradient evaluations of each of those draws."""
+    surrogate: list[float] = field(default_factory=list)
+    """Seconds of each draw since the last fit (surrogate draws and safety-net draws)."""
+
+    def note_exact(self, seconds: float, gradients: int) -> None:
+        self.exact.append(float(seconds))
+        self.exact_gradients.append(int(gradients))
+
+    def note_surrogate(self, seconds: float) -> None:
+        self.surrogate.append(float(seconds))
+
+    def fitted(self) -> None:
+        """A new surrogate: its draws are measured afresh."""
+        self.surrogate = []
+
+    def exact_draw_seconds(self) -> float:
+        """Mean seconds of the last half of the exploration's draws (NaN before two)."""
+        if len(self.exact) < 2:
+            return np.nan
+        return float(np.mean(self.exact[len(self.exact) // 2 :]))
+
+    def seconds_per_gradient(self) -> float:
+        """Seconds per gradient evaluation of the exploration, its first draw left out."""
+        seconds, gradients = np.sum(self.exact[1:]), np.sum(self.exact_gradients[1:])
+        return float(seconds / gradients) if gradients > 0 else np.nan
+
+    def compile_seconds(self) -> float:
+        """How much longer the first exact draw took than a typical one: the compilation."""
+        if len(self.exact) < 2:
+            return 0.0
+        return max(0.0, self.exact[0] - float(np.median(self.exact[1:])))
+
+    def surrogate_draw_seconds(self) -> float:
+        """Mean seconds of the draws since the last fit, the first two left out (NaN before)."""
+        recent = self.surrogate[2:]
+        return float(np.mean(recent)) if recent else np.nan
+
+
+def logp_function_pays(
+    seconds_per_gradient: float, compile_seconds: float, evaluations_left: int
+) -> bool:
+    """Whether compiling the logp-only function costs less than it can save.
+
+    It saves at most ``GRADIENT_SHARE`` of a joint evaluation at each of ``evaluations_left``
+    end points; compiling it costs about what compiling the joint function did (the first
+    exploration draw's excess, ``compile_seconds``; zero where the functions were compiled
+    before sampling). Unknown costs keep the logp-only function.
+    """
+    if not np.isfinite(seconds_per_gradient):
+        return True
+    return GRADIENT_SHARE * seconds_per_gradient * evaluations_left >= compile_seconds
+
+
+def refit_pays(
+    last_fit_seconds: float,
+    growth: float,
+    surrogate_draw_seconds: float,
+    exact_draw_seconds: float,
+    draws_left: float,
+) -> bool:
+    """Whether a refit on ``growth`` times the last fit's points is worth its predicted cost.
+
+    Its cost is predicted as ``last_fit_seconds * growth ** FIT_COST_EXPONENT``. It may be at
+    most ``REFIT_SHARE`` of what the surrogate's draws save against exact NUTS draws over the
+    ``draws_left`` tuning and kept draws still to come (all chains' for a population), at the
+    measured seconds of each kind of draw. Unknown costs refit.
+    """
+    measured = [last_fit_seconds, surrogate_draw_seconds, exact_draw_seconds]
+    if not np.all(np.isfinite(measured)):
+        return True
+    predicted = last_fit_seconds * max(growth, 1.0) ** FIT_COST_EXPONENT
+    saving = max(exact_draw_seconds - surrogate_draw_seconds, 0.0) * draws_left
+    return predicted <= REFIT_SHARE * saving
+
+
+def effective_draws_per_draw(positions: np.ndarray, reference: np.ndarray | None = None) -> float:
+    """Min over coordinates of the ESS per draw of ``q`` and of ``(q - mean)^2``.
+
+    ``positions`` is one chain's draws ``(n, d)``; Geyer's initial positive sequence, as the
+    trajectory choice scores its simulated chains. ``reference`` (draws ``(m, d)``, default
+    ``positions``) gives the mean and variance the autocorrelations are taken about: a window
+    that has not yet crossed the posterior varies less about the reference's mean than the
+    reference does, and its ESS comes out low, as it should.
+    """
+    positions = np.asarray(positions, dtype=float)
+    if positions.ndim != 2 or positions.shape[0] < 4:
+        return np.nan
+    reference = positions if reference is None else np.asarray(reference, dtype=float)
+    centre = reference.mean(axis=0)
+    squares, reference_squares = (positions - centre) ** 2, (reference - centre) ** 2
+    both = np.concatenate([positions, squares], axis=1)[None]
+    reference_both = np.concatenate([reference, reference_squares], axis=1)
+    mean, variance = reference_both.mean(axis=0), reference_both.var(axis=0)
+    return float(np.min(effective_sample_size_per_draw(both, mean, variance)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The measured costs behind :func:`sampling_verdict`'s answer."""
+
+    exact_seconds: float
+    exact_ess: float
+    """Effective draws per exact draw."""
+    surrogate_seconds: float
+    surrogate_ess: float
+    exact_draws: int
+    """Draws behind ``exact_ess``."""
+    surrogate_draws: int
+
+    @property
+    def exact_cost(self) -> float:
+        """Seconds per effective draw of exact NUTS."""
+        return self.exact_seconds / max(self.exact_ess, 1e-12)
+
+    @property
+    def surrogate_cost(self) -> float:
+        """Seconds per effective draw of the surrogate."""
+        return self.surrogate_seconds / max(self.surrogate_ess, 1e-12)
+
+    @property
+    def reliable(self) -> bool:
+        """Whether both costs are known and NUTS's rests on ``VERDICT_MIN_ESS`` effective draws."""
+        if not all(np.isfinite([self.exact_cost, self.surrogate_cost])):
+            return False
+        return self.exact_ess * self.exact_draws >= VERDICT_MIN_ESS
+
+    @property
+    def surrogate_pays(self) -> bool:
+        """Unless reliably measured to cost ``VERDICT_MARGIN`` times exact NUTS's or more."""
+        return not self.reliable or self.surrogate_cost <= VERDICT_MARGIN * self.exact_cost
+
+    def reason(self) -> str:
+        """The measurements, in one sentence's worth of words."""
+        return (
+            f"its draws took {1e3 * self.surrogate_seconds:.3g} ms for "
+            f"{self.surrogate_ess:.2f} effective draws each, exact NUTS's "
+            f"{1e3 * self.exact_seconds:.3g} ms for {self.exact_ess:.2f} (measured while tuning)"
+        )
+
+
+def sampling_verdict(costs: DrawCosts, exploration: np.ndarray, since_fit: np.ndarray) -> Verdict:
+    """Seconds per effective draw of the surrogate's draws against the exploration's.
+
+    ``exploration`` and ``since_fit`` are the chain's positions ``(n, d)``: its exploration draws
+    (the last half is used, where NUTS has adapted) and its draws since the fit. Each window's
+    ESS is taken about the mean and variance of both together.
+    """
+    half = exploration[len(exploration) // 2 :]
+    both = np.concatenate([half, since_fit])
+    return Verdict(
+        exact_seconds=costs.exact_draw_seconds(),
+        exact_ess=effective_draws_per_draw(half, both),
+        surrogate_seconds=costs.surrogate_draw_seconds(),
+        surrogate_ess=effective_draws_per_draw(since_fit, both),
+        exact_draws=len(half),
+        surrogate_draws=len(since_fit),
+    )

@@ -1,0 +1,199 @@
+"""The economy: measured costs, and the three choices they settle (logp function, refits, verdict).
+
+The rules are plain functions of measured numbers (tested on numbers), and the chain acts on
+them: a surrogate that is slow to draw on a cheap model gives way to exact NUTS, says why in one
+line, and the draws stay exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate
+from pymc_rnshmc.step_methods.economy import (
+    VERDICT_MIN_ESS,
+    DrawCosts,
+    Verdict,
+    effective_draws_per_draw,
+    logp_function_pays,
+    refit_pays,
+    sampling_verdict,
+)
+from pymc_rnshmc.step_methods.exact_model import ExactModel
+from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
+from tests.step_methods.helpers import sample_with
+from tests.step_methods.test_warmup import Host, settings
+
+
+def ar1(n: int, rho: float, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    draws = np.zeros((n, dim))
+    for i in range(1, n):
+        draws[i] = rho * draws[i - 1] + np.sqrt(1 - rho**2) * rng.standard_normal(dim)
+    return draws
+
+
+# ----------------------------------------------------------------- measured costs
+def test_draw_costs_leave_out_the_compilation_and_the_first_surrogate_draws():
+    costs = DrawCosts()
+    for seconds, gradients in [(1.5, 7), (0.01, 7), (0.02, 15), (0.01, 7), (0.03, 15)]:
+        costs.note_exact(seconds, gradients)
+    assert costs.compile_seconds() == pytest.approx(1.5 - 0.015)
+    assert costs.seconds_per_gradient() == pytest.approx(0.07 / 44)
+    assert costs.exact_draw_seconds() == pytest.approx(np.mean([0.02, 0.01, 0.03]))
+    for seconds in (0.9, 0.5, 0.002, 0.004):
+        costs.note_surrogate(seconds)
+    assert costs.surrogate_draw_seconds() == pytest.approx(0.003)
+    costs.fitted()
+    assert np.isnan(costs.surrogate_draw_seconds())
+
+
+def test_unknown_costs_are_nan_or_no_compilation():
+    costs = DrawCosts()
+    assert np.isnan(costs.exact_draw_seconds())
+    assert np.isnan(costs.seconds_per_gradient())
+    assert costs.compile_seconds() == 0.0
+
+
+# ----------------------------------------------------------------- the three rules
+def test_the_logp_function_pays_on_a_costly_model_and_not_on_a_cheap_one():
+    # a second to compile; 2000 end points left
+    assert not logp_function_pays(50e-6, compile_seconds=1.0, evaluations_left=2000)
+    assert logp_function_pays(5e-3, compile_seconds=1.0, evaluations_left=2000)
+    assert logp_function_pays(50e-6, compile_seconds=0.0, evaluations_left=2000)  # compiled
+    assert logp_function_pays(np.nan, compile_seconds=1.0, evaluations_left=2000)
+
+
+def test_a_refit_pays_where_surrogate_draws_save_more_than_it_costs():
+    # last fit 1 s on half the points: a refit is predicted at 2 s
+    assert refit_pays(1.0, 2.0, 1e-3, 50e-3, draws_left=1000)  # saves 49 s
+    assert not refit_pays(1.0, 2.0, 1e-3, 4e-3, draws_left=1000)  # saves 3 s
+    assert not refit_pays(0.1, 2.0, 1e-3, 0.5e-3, draws_left=1000)  # surrogate draws dearer
+    assert refit_pays(1.0, 2.0, np.nan, 5e-3, draws_left=1000)  # not measured yet
+
+
+def test_effective_draws_per_draw_of_independent_and_sticky_chains():
+    independent = effective_draws_per_draw(np.random.default_rng(1).standard_normal((2000, 3)))
+    sticky = effective_draws_per_draw(ar1(2000, 0.9, 3, seed=2))
+    assert 0.7 < independent < 1.4
+    assert 0.02 < sticky < 0.12  # (1 - rho) / (1 + rho) = 0.053 for q
+    assert np.isnan(effective_draws_per_draw(np.zeros((2, 3))))
+
+
+def test_a_window_that_has_not_crossed_the_posterior_gets_a_low_ess():
+    run = np.random.default_rng(5).standard_normal((4000, 2))
+    one_side = run[run[:, 0] > 0.5][:200]  # independent draws, from one side only
+    assert effective_draws_per_draw(one_side) > 0.6
+    assert effective_draws_per_draw(one_side, reference=run) < 0.2
+
+
+def verdict(surrogate_seconds, surrogate_rho, exact_rho=0.0, exact_seconds=1e-3, n=200):
+    costs = DrawCosts()
+    for _ in range(n):
+        costs.note_exact(exact_seconds, 7)
+    costs.note_surrogate(0.0)
+    costs.note_surrogate(0.0)
+    for _ in range(n):
+        costs.note_surrogate(surrogate_seconds)
+    exploration = ar1(2 * n, exact_rho, 2, seed=3)
+    since_fit = ar1(n, surrogate_rho, 2, seed=4)
+    return sampling_verdict(costs, exploration, since_fit)
+
+
+def test_the_verdict_keeps_a_surrogate_that_pays_and_gives_up_one_that_does_not():
+    cheaper = verdict(surrogate_seconds=0.5e-3, surrogate_rho=0.0)
+    assert cheaper.reliable and cheaper.surrogate_pays
+    dearer = verdict(surrogate_seconds=5e-3, surrogate_rho=0.0)
+    assert dearer.reliable and not dearer.surrogate_pays
+    assert "5 ms" in dearer.reason() and "1 ms" in dearer.reason()
+    sticky = verdict(surrogate_seconds=0.5e-3, surrogate_rho=0.97)  # cheap, but barely moves
+    assert sticky.reliable and not sticky.surrogate_pays
+
+
+def test_the_verdict_keeps_the_surrogate_when_nuts_estimate_rests_on_too_few_draws():
+    slow_nuts = verdict(surrogate_seconds=5e-3, surrogate_rho=0.0, exact_rho=0.97)
+    assert slow_nuts.exact_ess * slow_nuts.exact_draws < VERDICT_MIN_ESS
+    assert not slow_nuts.reliable and slow_nuts.surrogate_pays
+    unknown = Verdict(np.nan, 1.0, 1e-3, 1.0, 100, 100)
+    assert unknown.surrogate_pays
+
+
+def warmup_due_for_a_second_refit(weighs_costs: bool, surrogate_seconds: float):
+    warmup = SurrogateWarmup(settings(weighs_costs=weighs_costs), tune=1000, draws=1000)
+    warmup.refits, warmup.last_fit, warmup.next_refit = 1, (300, 2.0), 600
+    for _ in range(50):
+        warmup.costs.note_exact(5e-3, 15)
+        warmup.costs.note_surrogate(surrogate_seconds)
+    return warmup
+
+
+@pytest.mark.parametrize(
+    ("weighs_costs", "surrogate_seconds", "refits"),
+    [(True, 1e-3, True), (True, 4e-3, False), (False, 4e-3, True)],
+)
+def test_a_warmup_refits_again_only_where_it_pays_when_it_weighs_costs(
+    weighs_costs, surrogate_seconds, refits
+):
+    # the last fit took 2 s (the record has not grown here); 1200 draws left, 5 ms an exact draw
+    warmup = warmup_due_for_a_second_refit(weighs_costs, surrogate_seconds)
+    assert warmup._refit_pays(800, Host()) is refits
+    assert (warmup.next_refit is None) is not refits
+
+
+# ----------------------------------------------------------------- the exact model
+def test_logp_by_the_joint_function_is_the_logp():
+    with pm.Model() as model:
+        pm.Normal("x", mu=[1.0, -1.0], sigma=[0.5, 2.0])
+    exact = ExactModel(model, model.value_vars)
+    position = np.array([0.3, 0.7])
+    alone = exact.logp(position)
+    exact.logp_by_joint = True
+    assert exact.logp(position) == pytest.approx(alone, rel=1e-12)
+    assert exact.evaluate(position).logp == pytest.approx(alone, rel=1e-12)
+
+
+# ----------------------------------------------------------------- a chain that gives way
+class SlowSurrogate(RandomNetworkSurrogate):
+    """A good network whose gradient at one point takes a millisecond: its draws cannot pay.
+
+    Rows (the simulations that choose the dynamics) stay fast.
+    """
+
+    def potential_and_gradient(self, position):
+        if np.ndim(position) == 1:
+            time.sleep(1e-3)
+        return super().potential_and_gradient(position)
+
+    def gradient(self, position):
+        if np.ndim(position) == 1:
+            time.sleep(1e-3)
+        return super().gradient(position)
+
+
+def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
+    with pm.Model() as model:
+        pm.Normal("x", mu=[1.0, -1.0], sigma=[0.5, 2.0])
+    with caplog.at_level(logging.INFO, logger="pymc.rnshmc"):
+        idata, step = sample_with(
+            RNSHMC,
+            model,
+            tune=600,
+            draws=400,
+            seed=5,
+            chains=1,
+            surrogate=SlowSurrogate(),
+            safety_net=0.0,
+            weigh_costs=True,
+        )
+    told = [r.getMessage() for r in caplog.records if "does not pay" in r.getMessage()]
+    assert len(told) == 1 and "exact NUTS" in told[0]
+    assert not step._chain.warmup.verdict.surrogate_pays
+    phase = np.asarray(idata.sample_stats["phase"].values).ravel()
+    assert np.all(phase == 3)
+    draws = np.asarray(idata.posterior["x"].values).reshape(-1, 2)
+    assert np.all(np.abs(draws.mean(axis=0) - [1.0, -1.0]) < 4 * np.array([0.5, 2.0]) / 10)
