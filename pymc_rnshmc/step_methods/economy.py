@@ -30,6 +30,7 @@ from pymc_rnshmc.hmc.trajectory_tuning import effective_sample_size_per_draw
 
 __all__ = [
     "DrawCosts",
+    "Verdict",
     "effective_draws_per_draw",
     "logp_function_pays",
     "refit_pays",
