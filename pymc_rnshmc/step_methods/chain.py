@@ -71,6 +71,8 @@ class BegunDraw(NamedTuple):
     """The chain's point with its ``logp``, where known, for the explorer."""
     net_start: CachedPoint | None = None
     """A safety-net draw's start, to measure the wall it crosses."""
+    fitting: float = 0.0
+    """Seconds spent fitting in :meth:`SurrogateChain.begin` (not charged to the draw)."""
 
     @property
     def position_to_evaluate(self) -> np.ndarray | None:
@@ -87,15 +89,6 @@ class ChainHooks(Protocol):
     def _evaluate_end(self, position: np.ndarray) -> Evaluation: ...
     def _wants_end_gradient(self) -> bool: ...
     def _after_draw(self, result: DrawResult | None) -> dict[str, Any]: ...
-
-
-class _DrawCost(NamedTuple):
-    tune: bool
-    phase: int
-    """The draw's ``phase`` stat."""
-    gradients: int
-    fitting: float
-    """Seconds of fitting within the draw."""
 
 
 @dataclass_state
@@ -155,10 +148,6 @@ class SurrogateChain(WithSamplingState):
         self.iter_count = self.divergences = 0
         self.tune = True
         self.warmup = SurrogateWarmup(settings, tune, draws=draws) if warmup is None else warmup
-        self.last_draw = _DrawCost(tune=False, phase=0, gradients=0, fitting=0.0)
-        """What the last draw was, for :meth:`account`."""
-        self.setup_mark = 0.0
-        """The warm-up's setup seconds when the current draw began."""
         self.sharing: list[SurrogateChain] = [self]
         """The chains whose cached surrogate values a new surrogate makes stale (a population's
         chains share one warm-up)."""
@@ -185,12 +174,12 @@ class SurrogateChain(WithSamplingState):
     def draw(
         self, q0: RaveledVars, tune: bool, rng, hooks: ChainHooks
     ) -> tuple[RaveledVars, dict[str, Any]]:
-        """Fit if due, then one draw of the chain's phase; its stats (without timings).
+        """Fit if due, then one draw of the chain's phase; its stats, with its timings.
 
         Its two halves, :meth:`begin` and :meth:`finish`, with what lies between made here:
         the explorer's draw, or the exact evaluation of a surrogate move (when asked).
         """
-        clock = time.perf_counter()
+        clock, process_clock = time.perf_counter(), time.process_time()
         begun = self.begin(q0, tune, rng, hooks)
         exact = None
         if begun.exact_phase is not None:
@@ -200,9 +189,13 @@ class SurrogateChain(WithSamplingState):
                 self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
                 raise
         evaluate = hooks._evaluate_end if tune else self.exact_model.evaluate
-        drawn = self.finish(begun, rng, hooks, evaluate, exact)
-        self.account(time.perf_counter() - clock)
-        return drawn
+        q_new, stats = self.finish(begun, rng, hooks, evaluate, exact)
+        seconds = time.perf_counter() - clock
+        stats["perf_counter_start"] = clock
+        stats["perf_counter_diff"] = seconds
+        stats["process_time_diff"] = time.process_time() - process_clock
+        self.account(begun, stats, seconds)
+        return q_new, stats
 
     def begin(self, q0: RaveledVars, tune: bool, rng, hooks: ChainHooks) -> BegunDraw:
         """The first half of a draw: fit if due, then the start of an exact draw or a move.
@@ -213,23 +206,34 @@ class SurrogateChain(WithSamplingState):
         """
         self.tune = tune
         hooks._before_draw()
-        activity = "while fitting the surrogate"
-        self.setup_mark = self.warmup.setup_seconds
+        setup_seconds = self.warmup.setup_seconds
+        if tune:
+            self._fit_if_due(rng, hooks)
+        fitting = self.warmup.setup_seconds - setup_seconds
         try:
-            if tune:
-                exploring = self.phase == Phase.EXPLORATION
-                self.warmup.fit_if_due(self.iter_count, rng, _Host(self, hooks))
-                if exploring and self.phase == Phase.SURROGATE:
-                    self._choose_logp_function()
-            activity = f"in a draw of the {self.phase} phase"
-            if self.phase != Phase.SURROGATE:
-                return self._begin_exact(q0, 3 if self.phase == Phase.EXACT else 0)
-            if self._net_applies() and self.safety_net.catches(rng):
-                return self._begin_exact(q0, 2)
-            return self._propose(q0, rng, hooks)
+            return self._begin_move(q0, rng, hooks)._replace(fitting=fitting)
         except ModelEvaluationError as error:
-            self.log.locate(error, activity, self.exact_model.failures.layout)
+            self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
             raise
+
+    def _fit_if_due(self, rng, hooks: ChainHooks) -> None:
+        """The warm-up's fit or refit when due; the ``logp`` function chosen at the first."""
+        exploring = self.phase == Phase.EXPLORATION
+        try:
+            self.warmup.fit_if_due(self.iter_count, rng, _Host(self, hooks))
+        except ModelEvaluationError as error:
+            self.log.locate(error, "while fitting the surrogate", self.failures.layout)
+            raise
+        if exploring and self.phase == Phase.SURROGATE:
+            self._choose_logp_function()
+
+    def _begin_move(self, q0: RaveledVars, rng, hooks: ChainHooks) -> BegunDraw:
+        """An exact draw (exploring, exact for good, or the safety net's) or a surrogate move."""
+        if self.phase != Phase.SURROGATE:
+            return self._begin_exact(q0, 3 if self.phase == Phase.EXACT else 0)
+        if self._net_applies() and self.safety_net.catches(rng):
+            return self._begin_exact(q0, 2)
+        return self._propose(q0, rng, hooks)
 
     def finish(
         self,
@@ -259,12 +263,6 @@ class SurrogateChain(WithSamplingState):
             self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
             raise
         stats.update(hooks._after_draw(result))
-        self.last_draw = _DrawCost(
-            self.tune,
-            int(stats["phase"]),
-            int(stats.get("n_gradient_evals", 0)),
-            self.warmup.setup_seconds - self.setup_mark,
-        )
         self.iter_count += 1
         count, first = self.exact_model.failures.take()
         stats["model_failures"] = count
@@ -279,26 +277,22 @@ class SurrogateChain(WithSamplingState):
         return self.exact_model.failures
 
     # ----------------------------------------------------------------- what draws cost
-    def account(self, seconds: float) -> None:
-        """Charge the last draw's measured ``seconds`` (fits left out) to the warm-up's costs.
+    def account(self, begun: BegunDraw, stats: dict[str, Any], seconds: float) -> None:
+        """Charge a finished tuning draw's measured ``seconds`` to the warm-up's economy.
 
-        The driver measures them (this chain's :meth:`draw`, or a population's round). Once the
+        ``begun`` and ``stats`` are the draw's halves; its fitting is left out. The driver
+        measures the seconds (this chain's :meth:`draw`, or a population's round). Once the
         first surrogate has made enough tuning draws, the warm-up judges whether it pays
         (:meth:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup.judge_sampling`); if not, the
         exact explorer resumes for good.
         """
-        drawn = self.last_draw
-        if not drawn.tune:
+        if not self.tune:
             return
-        warmup, seconds = self.warmup, seconds - drawn.fitting
-        if drawn.phase == 0:
-            warmup.costs.note_exact(seconds, drawn.gradients)
-        elif drawn.phase in (1, 2):
-            warmup.costs.note_surrogate(seconds)
+        warmup = self.warmup
+        gradients = int(stats.get("n_gradient_evals", 0))
+        warmup.economy.note_draw(int(stats["phase"]), gradients, seconds - begun.fitting)
         if warmup.verdict_due:
-            draws = np.asarray(self.log.draws)
-            exploration = draws[: warmup.first_fit_at]
-            if not warmup.judge_sampling(exploration, draws[warmup.fitted_at :]).surrogate_pays:
+            if not warmup.judge_sampling(np.asarray(self.log.draws)).surrogate_pays:
                 self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
 
     def _choose_logp_function(self) -> None:
@@ -307,7 +301,7 @@ class SurrogateChain(WithSamplingState):
         The joint function if compiling the logp-only one would cost more than it saves
         (:func:`~pymc_rnshmc.step_methods.economy.logp_function_pays`).
         """
-        model, costs = self.exact_model, self.warmup.costs
+        model, costs = self.exact_model, self.warmup.economy.costs
         if not model.has_gradient or model.logp_function_ready:
             return
         model.note_compile_seconds(costs.compile_seconds())

@@ -16,8 +16,9 @@ each a plain function here:
   draws, whether it gives more effective draws per second than the exact NUTS draws of the
   exploration; if not, the chain continues with exact NUTS and says why in one line.
 
-numpy only. The thresholds are named here and were measured with ``benchmarks/economy.py``
-(``docs/benchmarks.md``).
+:class:`Economy` is what a warm-up holds of all this: the costs, its fits' sizes and seconds,
+and the verdict once given. numpy only. The thresholds are named here and were measured with
+``benchmarks/economy.py`` (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pymc_rnshmc.hmc.trajectory_tuning import effective_sample_size_per_draw
 
 __all__ = [
     "DrawCosts",
+    "Economy",
     "Verdict",
     "effective_draws_per_draw",
     "logp_function_pays",
@@ -232,3 +234,78 @@ def sampling_verdict(costs: DrawCosts, exploration: np.ndarray, since_fit: np.nd
         exact_draws=len(half),
         surrogate_draws=len(since_fit),
     )
+
+
+EXPLORATION_PHASE, SURROGATE_PHASES = 0, (1, 2)
+"""A draw's ``phase`` stat: an exact exploration draw; a surrogate move or a safety-net draw."""
+
+
+@dataclass
+class Economy:
+    """A warm-up's account of what its surrogate costs, and the choices it settles.
+
+    Fed each tuning draw's seconds (:meth:`note_draw`) and each fit (:meth:`surrogate_started`,
+    :meth:`fit_took`); asked whether a refit pays (:meth:`refit_pays`) and, once, whether the
+    surrogate does (:meth:`judge`). With ``weighs`` false it still measures, but never says no.
+    """
+
+    weighs: bool = True
+    costs: DrawCosts = field(default_factory=DrawCosts)
+    first_fit_at: int | None = None
+    """The iteration of the first surrogate's fit (its exploration ends there)."""
+    fitted_at: int | None = None
+    """The iteration of the current surrogate's fit."""
+    fit_points: int = 0
+    fit_seconds: float = np.nan
+    """Points and seconds of the last fit or refit."""
+    refits: int = 0
+    verdict: Verdict | None = None
+
+    def note_draw(self, phase: int, gradients: int, seconds: float) -> None:
+        """One tuning draw's ``phase`` stat, gradient evaluations and seconds (fits left out)."""
+        if phase == EXPLORATION_PHASE:
+            self.costs.note_exact(seconds, gradients)
+        elif phase in SURROGATE_PHASES:
+            self.costs.note_surrogate(seconds)
+
+    def surrogate_started(self, iteration: int) -> None:
+        """A surrogate was installed at ``iteration``: its draws are measured afresh."""
+        self.costs.fitted()
+        self.fitted_at = iteration
+        if self.first_fit_at is None:
+            self.first_fit_at = iteration
+
+    def fit_took(self, points: int, seconds: float, refit: bool) -> None:
+        """A fit (or ``refit``) on ``points`` took ``seconds``."""
+        self.fit_points, self.fit_seconds = int(points), float(seconds)
+        self.refits += int(refit)
+
+    def refit_pays(self, record_size: int, draws_left: float) -> bool:
+        """Whether a refit on ``record_size`` points pays over ``draws_left`` draws (all chains').
+
+        The first refit is always made (a first fit on a short exploration is often poor: on
+        the elliptic PDE, 30 x 30, a first fit kept to the end gave a tail ESS per draw of 0.10
+        against 0.62 with its refits). See :func:`refit_pays`.
+        """
+        if self.refits == 0 or not self.weighs:
+            return True
+        growth = record_size / max(self.fit_points, 1)
+        costs = self.costs
+        seconds = (costs.surrogate_draw_seconds(), costs.exact_draw_seconds())
+        return refit_pays(self.fit_seconds, growth, *seconds, draws_left)
+
+    @property
+    def verdict_due(self) -> bool:
+        """Whether the first surrogate has made the draws to judge it (judged once)."""
+        return (
+            self.weighs
+            and self.verdict is None
+            and self.first_fit_at is not None
+            and len(self.costs.surrogate) >= VERDICT_DRAWS
+        )
+
+    def judge(self, draws: np.ndarray) -> Verdict:
+        """The verdict on the chain's ``draws`` so far ``(n, d)``: exploration against since fit."""
+        exploration, since_fit = draws[: self.first_fit_at], draws[self.fitted_at :]
+        self.verdict = sampling_verdict(self.costs, exploration, since_fit)
+        return self.verdict

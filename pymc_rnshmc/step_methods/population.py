@@ -250,7 +250,7 @@ class PooledSurrogate(PopulationArrayStepShared):
             draw = exact_draws.get(index)
             q_new, stats = chain.finish(begun[index], step.rng, hooks, evaluate, draw)
             clocks[index] += time.perf_counter() - start
-            chain.account(clocks[index])
+            chain.account(begun[index], stats, clocks[index])
             stats["perf_counter_start"] = start
             stats["perf_counter_diff"] = clocks[index]
             stats["process_time_diff"] = clocks[index]

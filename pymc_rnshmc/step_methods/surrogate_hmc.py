@@ -31,7 +31,6 @@ Configurations change behaviour through the constructor's parts (the surrogate, 
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import numpy as np
@@ -341,11 +340,7 @@ class SurrogateHMC(ArrayStepShared):
         return super().step(point)
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
-        perf_start, process_start = time.perf_counter(), time.process_time()
         q_new, stats = self._chain.draw(q0, self.tune, self.rng, self)
-        stats["perf_counter_start"] = perf_start
-        stats["perf_counter_diff"] = time.perf_counter() - perf_start
-        stats["process_time_diff"] = time.process_time() - process_start
         return q_new, [stats]
 
     # ----------------------------------------------------------------- hooks

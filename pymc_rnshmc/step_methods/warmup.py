@@ -14,8 +14,8 @@ exploring and sampling:
   wall (:meth:`~SurrogateWarmup.refit_behind_wall`);
 - **freeze**: when tuning ends, the kernel becomes one value (:meth:`~SurrogateWarmup.freeze`);
 - **pay**: refits only while they cost less than what they can save, and exact NUTS for good
-  when the surrogate gives fewer effective draws per second than the exploration did
-  (:mod:`~pymc_rnshmc.step_methods.economy`, from the chain's measured :class:`DrawCosts`).
+  when the surrogate gives fewer effective draws per second than the exploration did (its
+  :class:`~pymc_rnshmc.step_methods.economy.Economy`, fed the chain's measured draws).
 
 The start and refit thresholds are the schedule's (:mod:`~pymc_rnshmc.step_methods.schedule`);
 the collapse and wall rules' are named here. The warm-up never evaluates the model: exact
@@ -42,13 +42,7 @@ from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.dynamics import Dynamics, DynamicsSetting
-from pymc_rnshmc.step_methods.economy import (
-    VERDICT_DRAWS,
-    DrawCosts,
-    Verdict,
-    refit_pays,
-    sampling_verdict,
-)
+from pymc_rnshmc.step_methods.economy import Economy, Verdict
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
 from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
@@ -163,15 +157,8 @@ class SurrogateWarmup:
         self.tune = tune
         self.draws = draws
         self.chains = int(chains)
-        self.costs = DrawCosts()
-        self.fitted_at: int | None = None
-        """The iteration of the current surrogate's fit."""
-        self.first_fit_at: int | None = None
-        self.last_fit = (0, np.nan)
-        """Points and seconds of the last fit or refit."""
-        self.verdict: Verdict | None = None
+        self.economy = Economy(weighs=settings.weighs_costs)
         self.refit_for_wall = False
-        self.refits = 0
         self.phase = Phase.EXPLORATION
         self.record = self._new_record()
         self.surrogate = None
@@ -254,19 +241,10 @@ class SurrogateWarmup:
     def _refit_pays(self, iteration: int, host: WarmupHost) -> bool:
         """Whether the refit now due costs less than what it can save; else learning stops.
 
-        The first refit is not weighed (a first fit on a short exploration is often poor: on the
-        elliptic PDE, 30 x 30, a first fit kept to the end gave a tail ESS per draw of 0.10
-        against 0.62 with its refits), nor refits after a safety-net draw crossed a wall
-        (they are for trust).
+        Refits after a safety-net draw crossed a wall are not weighed (they are for trust).
         """
-        if self.refits == 0 or not self.settings.weighs_costs:
-            return True
-        points, seconds = self.last_fit
-        growth = len(self.record) / max(points, 1)
         draws_left = self.draws_left(iteration) * host.chains_sharing()
-        costs = self.costs
-        draw_seconds = (costs.surrogate_draw_seconds(), costs.exact_draw_seconds())
-        if refit_pays(seconds, growth, *draw_seconds, draws_left):
+        if self.economy.refit_pays(len(self.record), draws_left):
             return True
         self.next_refit = None
         _log.info(
@@ -285,7 +263,7 @@ class SurrogateWarmup:
         finally:
             spent = time.perf_counter() - clock
             self.setup_seconds += spent
-            self.last_fit = (self.fitted_rows[1] - self.fitted_rows[0], spent)
+            self.economy.fit_took(self.fitted_rows[1] - self.fitted_rows[0], spent, refit=False)
 
     def _set_up(self, iteration: int, rng, host: WarmupHost, end_of_tuning: bool) -> None:
         name, exact = self.settings.name, self.settings.exact_sampler
@@ -352,9 +330,8 @@ class SurrogateWarmup:
         finally:
             self.setup_seconds += time.perf_counter() - clock
         self._start(surrogate, choice, positions, gradients, iteration, host, False)
-        self.last_fit = (positions.shape[0], time.perf_counter() - clock)
+        self.economy.fit_took(positions.shape[0], time.perf_counter() - clock, refit=True)
         self.refit_for_wall = False
-        self.refits += 1
         host.surrogate_installed()
 
     def training_window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -474,10 +451,7 @@ class SurrogateWarmup:
         self.recent_accept = []
         self.adaptation = host.new_adaptation(initial, settings.surrogate_target_accept)
         self.phase = Phase.SURROGATE
-        self.costs.fitted()
-        self.fitted_at = iteration
-        if self.first_fit_at is None:
-            self.first_fit_at = iteration
+        self.economy.surrogate_started(iteration)
         self.kernel = new_kernel(
             settings.dynamics,
             surrogate,
@@ -635,31 +609,25 @@ class SurrogateWarmup:
     @property
     def verdict_due(self) -> bool:
         """Whether the first surrogate has made enough tuning draws to judge what it pays."""
-        return (
-            self.settings.weighs_costs
-            and self.verdict is None
-            and self.phase == Phase.SURROGATE
-            and len(self.costs.surrogate) >= VERDICT_DRAWS
-        )
+        return self.phase == Phase.SURROGATE and self.economy.verdict_due
 
-    def judge_sampling(self, exploration: np.ndarray, since_fit: np.ndarray) -> Verdict:
+    def judge_sampling(self, draws: np.ndarray) -> Verdict:
         """Continue with exact NUTS for good if the surrogate does not pay (one log line).
 
-        ``exploration`` and ``since_fit``: the chain's positions while exploring and since the
-        surrogate's fit (:func:`~pymc_rnshmc.step_methods.economy.sampling_verdict`). Judged
-        once a chain.
+        ``draws``: the chain's positions so far ``(n, d)``, judged by the economy
+        (:meth:`~pymc_rnshmc.step_methods.economy.Economy.judge`). Once a chain.
         """
-        self.verdict = sampling_verdict(self.costs, exploration, since_fit)
-        if not self.verdict.surrogate_pays:
+        verdict = self.economy.judge(draws)
+        if not verdict.surrogate_pays:
             self.phase = Phase.EXACT
             self.next_refit = None
             _log.info(
                 "%s continues with %s: its surrogate does not pay on this model (%s).",
                 self.settings.name,
                 self.settings.exact_sampler,
-                self.verdict.reason(),
+                verdict.reason(),
             )
-        return self.verdict
+        return verdict
 
     def stop_learning(self) -> None:
         """End of tuning in the surrogate phase: no more refits, and the record can go.

@@ -16,8 +16,10 @@ import pytest
 
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate
 from pymc_rnshmc.step_methods.economy import (
+    VERDICT_DRAWS,
     VERDICT_MIN_ESS,
     DrawCosts,
+    Economy,
     Verdict,
     effective_draws_per_draw,
     logp_function_pays,
@@ -125,10 +127,12 @@ def test_the_verdict_keeps_the_surrogate_when_nuts_estimate_rests_on_too_few_dra
 
 def warmup_due_for_a_second_refit(weighs_costs: bool, surrogate_seconds: float):
     warmup = SurrogateWarmup(settings(weighs_costs=weighs_costs), tune=1000, draws=1000)
-    warmup.refits, warmup.last_fit, warmup.next_refit = 1, (300, 2.0), 600
+    warmup.economy.fit_took(300, 2.0, refit=False)
+    warmup.economy.fit_took(300, 2.0, refit=True)
+    warmup.next_refit = 600
     for _ in range(50):
-        warmup.costs.note_exact(5e-3, 15)
-        warmup.costs.note_surrogate(surrogate_seconds)
+        warmup.economy.note_draw(0, 15, 5e-3)
+        warmup.economy.note_draw(1, 0, surrogate_seconds)
     return warmup
 
 
@@ -143,6 +147,34 @@ def test_a_warmup_refits_again_only_where_it_pays_when_it_weighs_costs(
     warmup = warmup_due_for_a_second_refit(weighs_costs, surrogate_seconds)
     assert warmup._refit_pays(800, Host()) is refits
     assert (warmup.next_refit is None) is not refits
+
+
+def test_the_economy_sorts_draws_by_phase_and_judges_once_on_its_windows():
+    economy = Economy()
+    economy.note_draw(0, 7, 2e-3)
+    economy.note_draw(3, 7, 9.0)  # exact for good: not a cost of either kind
+    assert economy.costs.exact == [2e-3] and economy.costs.exact_gradients == [7]
+    economy.surrogate_started(iteration=200)
+    assert not economy.verdict_due
+    for phase in [1, 2] * (VERDICT_DRAWS // 2):
+        economy.note_draw(phase, 0, 1e-3)
+    assert economy.verdict_due
+    draws = np.concatenate([ar1(200, 0.0, 2, seed=1), ar1(VERDICT_DRAWS, 0.0, 2, seed=2)])
+    verdict = economy.judge(draws)
+    assert (verdict.exact_draws, verdict.surrogate_draws) == (100, VERDICT_DRAWS)
+    assert economy.verdict is verdict and not economy.verdict_due
+    economy.surrogate_started(iteration=400)  # a refit: fresh draw costs, the first fit stays
+    assert economy.first_fit_at == 200 and economy.costs.surrogate == []
+
+
+def test_an_economy_that_does_not_weigh_measures_but_never_says_no():
+    economy = Economy(weighs=False)
+    economy.fit_took(100, 60.0, refit=True)
+    economy.surrogate_started(iteration=10)
+    for _ in range(VERDICT_DRAWS):
+        economy.note_draw(1, 0, 1.0)
+    assert economy.refit_pays(record_size=10_000, draws_left=1) and not economy.verdict_due
+    assert len(economy.costs.surrogate) == VERDICT_DRAWS
 
 
 # ----------------------------------------------------------------- the exact model
@@ -192,7 +224,7 @@ def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
         )
     told = [r.getMessage() for r in caplog.records if "does not pay" in r.getMessage()]
     assert len(told) == 1 and "exact NUTS" in told[0]
-    assert not step._chain.warmup.verdict.surrogate_pays
+    assert not step._chain.warmup.economy.verdict.surrogate_pays
     phase = np.asarray(idata.sample_stats["phase"].values).ravel()
     assert np.all(phase == 3)
     draws = np.asarray(idata.posterior["x"].values).reshape(-1, 2)
