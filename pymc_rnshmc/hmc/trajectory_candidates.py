@@ -5,6 +5,8 @@ numpy only: the step passes in what it read from its exact explorer (PyMC's adap
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy import linalg
 
@@ -114,6 +116,7 @@ def choose_trajectory(
     extra_metrics: tuple = (),
     refit: bool = False,
     scan_lengths: bool = True,
+    out_of_time: Callable[[], bool] | None = None,
 ) -> trajectory_tuning.TrajectoryChoice:
     """Pick the metric, step size and path length of the surrogate dynamics by simulation.
 
@@ -126,7 +129,8 @@ def choose_trajectory(
     given ``path_length`` is the only candidate length. ``simulated_draws`` is the length of
     each simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the
     one from the gradients. Without ``scan_lengths`` only the metrics are compared (for
-    dynamics that choose each trajectory's length themselves).
+    dynamics that choose each trajectory's length themselves). ``out_of_time()``, if given,
+    ends the scan of lengths early (the metrics are always compared).
     """
     metrics = candidate_metrics(explorer_variances, positions, gradients) + list(extra_metrics)
     if path_length is None:
@@ -151,4 +155,5 @@ def choose_trajectory(
         target_accept=target_accept,
         max_steps=max_steps,
         n_draws=simulated_draws,
+        out_of_time=out_of_time,
     )

@@ -207,6 +207,7 @@ def tune(
     target_accept: float = 0.9,
     n_draws: int = 100,
     max_steps: int = 1024,
+    out_of_time: Callable[[], bool] | None = None,
 ) -> TrajectoryChoice:
     """Pick a metric, then the path length, on simulated surrogate chains.
 
@@ -242,6 +243,9 @@ def tune(
         Simulated draws per chain and candidate.
     max_steps : int
         Largest number of leapfrog steps of a trajectory.
+    out_of_time : callable, optional
+        Checked before each length of the scan: once it returns true, the scan stops and the
+        best of the candidates scored so far is chosen (every metric is scored regardless).
     """
     simulate = partial(
         _score,
@@ -263,17 +267,18 @@ def tune(
         raise ValueError("No trajectory candidate could be simulated.")
     reference = max(scored, key=lambda c: c.efficiency)
     path_lengths = reference.path_length * np.asarray(length_ratios, dtype=float)
-    candidates = scored + _scan_lengths(simulate, reference, path_lengths)
+    in_time = (lambda: True) if out_of_time is None else (lambda: not out_of_time())
+    candidates = scored + _scan_lengths(simulate, reference, path_lengths, in_time)
     return TrajectoryChoice.of(candidates)
 
 
-def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths) -> list:
+def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths, in_time) -> list:
     """Score the path lengths outwards from the reference's, with its metric.
 
     Upwards (extending the grid while its long end scores best), then downwards; each direction
     stops at the first candidate that scores less than ``SCAN_STOP`` of the best so far (until
     two in a row scored below half the best, the scan cost a quarter more setup on the logistic
-    regression for the same choice).
+    regression for the same choice), and both stop once ``in_time()`` is false.
     """
     lengths = np.asarray(path_lengths, dtype=float)
     longer = list(lengths[lengths > reference.path_length * (1 + 1e-9)])
@@ -282,6 +287,8 @@ def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths) -> lis
     for direction in (_extended(longer, candidates), shorter):
         step_size = reference.step_size
         for path_length in direction:
+            if not in_time():
+                break
             candidate = simulate(reference.metric, path_length, step_size)
             if candidate is None:
                 break

@@ -25,6 +25,7 @@ knows then (:class:`DynamicsSetting`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -76,6 +77,9 @@ class DynamicsSetting:
     refit : bool
         A refit, whose previous choice (``previous``) searched widely already.
     previous : TrajectoryCandidate or None
+    out_of_time : callable or None
+        ``out_of_time()`` true once the setup's budget is spent: the scan of path lengths stops
+        with the candidates scored so far.
     """
 
     positions: np.ndarray
@@ -90,6 +94,7 @@ class DynamicsSetting:
     simulated_draws: int
     refit: bool = False
     previous: TrajectoryCandidate | None = None
+    out_of_time: Callable[[], bool] | None = None
 
 
 def _choose_constant_metric(surrogate, setting: DynamicsSetting, scan_lengths: bool):
@@ -107,6 +112,7 @@ def _choose_constant_metric(surrogate, setting: DynamicsSetting, scan_lengths: b
         extra_metrics=setting.extra_metrics,
         refit=setting.refit,
         scan_lengths=scan_lengths,
+        out_of_time=setting.out_of_time,
     )
 
 

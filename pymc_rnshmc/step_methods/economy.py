@@ -3,13 +3,15 @@
 A surrogate sampler is for models whose ``logp`` is expensive, but the user's clock is the whole
 call, and on a cheap model a fit, a compilation or a surrogate draw can cost more than the exact
 draws it saves. While tuning, a chain measures what its draws cost (:class:`DrawCosts`: seconds
-of each exact and surrogate draw, outside the fits), and three choices follow from the numbers,
-each a plain function here:
+of each exact and surrogate draw, outside the fits), and four choices follow from the numbers,
+each a plain function here (or a method of :class:`Economy`):
 
 - :func:`logp_function_pays`: whether the end points of surrogate draws are evaluated by the
   logp-only function (no gradient, but compiled at its first call: about a second per process
   under PyTensor's Numba backend) or by the joint logp-and-gradient function the exploration
   has already compiled;
+- :meth:`Economy.setup_budget`: how long a fit may spend scanning path lengths for its
+  trajectories, a share of what exact NUTS would still need;
 - :func:`refit_pays`: whether a second or later refit (seconds, growing with the record) costs
   less than a share of what the surrogate's draws still save against exact NUTS draws;
 - :func:`sampling_verdict`: after the first fit's surrogate has run ``VERDICT_DRAWS`` tuning
@@ -52,6 +54,12 @@ after the first are weighed, and by then the network's width has stopped growing
 elliptic PDE (30 x 30) took 0.51 s on 150 points, 2.7 s on 300 and 5.0 s on 600. An exponent of
 2, fitted to the first two, predicted the third at 11 s and dropped refits that paid on the
 60 x 60 mesh (min ESS 401-454 against 546 with them, 4 seeds)."""
+SETUP_SHARE = 0.5
+"""A fit's choice of trajectories stops scanning path lengths once the fit has taken this share
+of what exact NUTS would need for the draws still to come (its measured seconds per draw times
+the draws left, all chains'), and takes the best length scored by then. On cheap models the
+scan alone cost several times NUTS's whole call (posteriordb ``sblrc-blr``: setup 2.2-9.5 s
+against a 1.8 s NUTS call, 4 seeds); on costly ones the budget is never reached."""
 VERDICT_DRAWS = 100
 """Surrogate tuning draws after the first fit before the verdict on whether it pays."""
 VERDICT_MARGIN = 1.5
@@ -279,6 +287,18 @@ class Economy:
         """A fit (or ``refit``) on ``points`` took ``seconds``."""
         self.fit_points, self.fit_seconds = int(points), float(seconds)
         self.refits += int(refit)
+
+    def setup_budget(self, draws_left: float) -> float:
+        """Seconds a fit and its trajectory choice may take (``inf``: unbounded).
+
+        ``SETUP_SHARE`` of the exact NUTS seconds of ``draws_left`` draws (all chains'), at
+        the exploration's measured seconds per draw; unbounded when not weighing, or before
+        two exploration draws were measured.
+        """
+        seconds = self.costs.exact_draw_seconds()
+        if not self.weighs or not np.isfinite(seconds):
+            return np.inf
+        return SETUP_SHARE * seconds * draws_left
 
     def refit_pays(self, record_size: int, draws_left: float) -> bool:
         """Whether a refit on ``record_size`` points pays over ``draws_left`` draws (all chains').

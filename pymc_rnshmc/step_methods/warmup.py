@@ -259,13 +259,15 @@ class SurrogateWarmup:
         clock = time.perf_counter()
         try:
             with single_blas_thread():
-                self._set_up(iteration, rng, host, end_of_tuning)
+                self._set_up(iteration, rng, host, end_of_tuning, clock)
         finally:
             spent = time.perf_counter() - clock
             self.setup_seconds += spent
             self.economy.fit_took(self.fitted_rows[1] - self.fitted_rows[0], spent, refit=False)
 
-    def _set_up(self, iteration: int, rng, host: WarmupHost, end_of_tuning: bool) -> None:
+    def _set_up(
+        self, iteration: int, rng, host: WarmupHost, end_of_tuning: bool, started: float
+    ) -> None:
         name, exact = self.settings.name, self.settings.exact_sampler
         positions, potentials, gradients = self.training_window()
         needed = self.settings.schedule.minimum_points(positions.shape[1])
@@ -292,7 +294,8 @@ class SurrogateWarmup:
         if not self._ready_to_start(surrogate, iteration, end_of_tuning):
             return
         try:
-            choice = self._choose_dynamics(surrogate, positions, gradients, rng, host)
+            out_of_time = self._setup_deadline(started, iteration, host)
+            choice = self._choose_dynamics(surrogate, positions, gradients, rng, host, out_of_time)
         except FIT_ERRORS as err:
             self._fall_back_to_exact(
                 f"{name} could not set up its surrogate dynamics ({err}). Sampling continues "
@@ -320,8 +323,9 @@ class SurrogateWarmup:
                 surrogate, gradients = self._fit_candidate(
                     positions, potentials, gradients, rng, host
                 )
+                out_of_time = self._setup_deadline(clock, iteration, host)
                 choice = self._choose_dynamics(
-                    surrogate, positions, gradients, rng, host, refit=True
+                    surrogate, positions, gradients, rng, host, out_of_time, refit=True
                 )
         except FIT_ERRORS as err:
             self.next_refit = None
@@ -401,10 +405,32 @@ class SurrogateWarmup:
         self.phase = Phase.EXACT
         warnings.warn(message, SurrogateWarning, stacklevel=4)
 
+    def _setup_deadline(self, started: float, iteration: int, host: WarmupHost):
+        """``out_of_time()`` for a fit begun at ``started``: past the economy's setup budget.
+
+        ``None`` where the budget is unbounded (costs not weighed, or not yet measured).
+        """
+        draws_left = self.draws_left(iteration) * host.chains_sharing()
+        budget = self.economy.setup_budget(draws_left)
+        if not np.isfinite(budget):
+            return None
+        deadline = started + budget
+        return lambda: time.perf_counter() > deadline
+
     def _choose_dynamics(
-        self, surrogate, positions, gradients, rng, host: WarmupHost, refit: bool = False
+        self,
+        surrogate,
+        positions,
+        gradients,
+        rng,
+        host: WarmupHost,
+        out_of_time=None,
+        refit: bool = False,
     ) -> TrajectoryChoice:
-        """Metric, step size and path length, by simulating surrogate chains (no exact calls)."""
+        """Metric, step size and path length, by simulating surrogate chains (no exact calls).
+
+        ``out_of_time()``, if given, ends the scan of path lengths early (the setup budget).
+        """
         explorer_variances, explorer_covariance, explorer_step_size = host.explorer_metric()
         if self.phase == Phase.SURROGATE:
             first_guess = self.bounded_step_size(tune=False)
@@ -424,6 +450,7 @@ class SurrogateWarmup:
             simulated_draws=self.settings.schedule.simulated_draws,
             refit=refit,
             previous=None if previous is None else previous.best,
+            out_of_time=out_of_time,
         )
         return self.settings.dynamics.choose(surrogate, setting)
 

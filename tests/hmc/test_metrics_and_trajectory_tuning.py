@@ -56,7 +56,7 @@ def test_vectorized_ess_matches_arviz_on_autoregressive_chains(correlation):
     assert ours == pytest.approx(expected, rel=0.15)
 
 
-def _tune_on_a_gaussian(seed: int, dim: int = 4):
+def _tune_on_a_gaussian(seed: int, dim: int = 4, out_of_time=None):
     rng = np.random.default_rng(seed)
 
     def potential(points):
@@ -76,6 +76,7 @@ def _tune_on_a_gaussian(seed: int, dim: int = 4):
         starts=starts,
         cost_per_step=0.01,
         rng=rng,
+        out_of_time=out_of_time,
     )
 
 
@@ -95,6 +96,22 @@ def test_tuning_on_a_gaussian_prefers_settings_that_mix_means_and_squares():
     assert any(
         any(c.ess_mean > choice.best.ess_mean for c in choice.candidates) for choice in choices
     ), "antithetic trap avoided"
+
+
+def test_a_scan_out_of_time_stops_with_the_candidates_scored_so_far():
+    full = _tune_on_a_gaussian(seed=1)
+    asked = []
+
+    def out_of_time() -> bool:  # the budget is spent after two lengths of the scan
+        asked.append(True)
+        return len(asked) > 2
+
+    cut = _tune_on_a_gaussian(seed=1, out_of_time=out_of_time)
+    assert len(full.candidates) > 3
+    assert len(cut.candidates) == 3  # the metric's own length and two of the scan
+    scores = [[(c.path_length, c.ess_mean) for c in choice.candidates] for choice in (cut, full)]
+    assert scores[0] == scores[1][:3]  # the same simulations, in the same order
+    assert cut.best in cut.candidates
 
 
 def test_the_quarter_period_is_that_of_the_slowest_direction_under_the_metric():

@@ -16,6 +16,7 @@ import pytest
 
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate
 from pymc_rnshmc.step_methods.economy import (
+    SETUP_SHARE,
     VERDICT_DRAWS,
     VERDICT_MIN_ESS,
     DrawCosts,
@@ -165,6 +166,15 @@ def test_the_economy_sorts_draws_by_phase_and_judges_once_on_its_windows():
     assert economy.verdict is verdict and not economy.verdict_due
     economy.surrogate_started(iteration=400)  # a refit: fresh draw costs, the first fit stays
     assert economy.first_fit_at == 200 and economy.costs.surrogate == []
+
+
+def test_the_setup_budget_is_a_share_of_what_exact_nuts_still_needs():
+    economy = Economy()
+    assert economy.setup_budget(draws_left=1000) == np.inf  # nothing measured yet
+    for _ in range(10):
+        economy.note_draw(0, 7, 2e-3)
+    assert economy.setup_budget(draws_left=1000) == pytest.approx(SETUP_SHARE * 2.0)
+    assert Economy(weighs=False, costs=economy.costs).setup_budget(1000) == np.inf
 
 
 def test_an_economy_that_does_not_weigh_measures_but_never_says_no():
