@@ -22,6 +22,7 @@ from pymc_rnshmc.hmc.proposals import Move
 
 __all__ = [
     "ApproximateMetropolis",
+    "SurrogateTarget",
     "DelayedAcceptance",
     "Correction",
     "Decision",
@@ -57,9 +58,14 @@ class Decision(NamedTuple):
 
 
 class Correction(Protocol):
-    """Keeps or rejects a move; draws exactly one uniform from ``rng`` per move."""
+    """Keeps or rejects a move; draws exactly one uniform from ``rng`` per move.
+
+    ``on_surrogate``: its target is the surrogate's ``exp(-U~)`` everywhere (a target ``logp``
+    cached under it is not the model's).
+    """
 
     exact: bool
+    on_surrogate: bool
 
     def target(
         self, position: np.ndarray, evaluate: Callable[[np.ndarray], Evaluation]
@@ -84,6 +90,7 @@ class ExactMetropolis:
     """
 
     exact = True
+    on_surrogate = False
 
     def __init__(self, max_energy_change: float) -> None:
         self.max_energy_change = float(max_energy_change)
@@ -209,3 +216,48 @@ class DelayedAcceptance(ExactMetropolis):
     def energy_change(self, start_logp: float, move: Move, end_logp: float) -> float:
         """``-log`` of the second-stage ratio: the change of ``U - U~`` (the tree saw ``K``)."""
         return (-end_logp - move.end_potential) - (-start_logp - move.start_potential)
+
+
+class SurrogateTarget:
+    """A correction's test with the surrogate's ``exp(-U~)`` as its target: no exact evaluation.
+
+    Tuning draws are discarded, so once the surrogate has stopped learning they may move on the
+    surrogate alone: a leapfrog under :class:`ExactMetropolis` becomes Metropolis on
+    ``U~ + K``, and a surrogate NUTS tree under :class:`DelayedAcceptance` is kept as it is
+    (it is reversible with respect to ``exp(-U~)`` already). The chain then targets
+    ``exp(-U~)``, not the posterior; kept draws never use this.
+
+    Parameters
+    ----------
+    correction : ExactMetropolis
+        The test of the surrogate draws (its ratio, divergence rule and messages).
+    surrogate_potential : callable
+        ``q -> U~(q)``; where it is not finite the move diverges and is rejected.
+    """
+
+    exact = False
+    on_surrogate = True
+
+    def __init__(
+        self, correction: ExactMetropolis, surrogate_potential: Callable[[np.ndarray], float]
+    ) -> None:
+        self.correction = correction
+        self.surrogate_potential = surrogate_potential
+
+    def target(
+        self, position: np.ndarray, evaluate: Callable[[np.ndarray], Evaluation]
+    ) -> Evaluation:
+        """``-U~`` at ``position`` (``evaluate`` is not called)."""
+        return Evaluation(position, -float(self.surrogate_potential(position)), exact=False)
+
+    def decide(
+        self,
+        start_logp: float,
+        move: Move,
+        evaluate: Callable[[np.ndarray], Evaluation],
+        rng: np.random.Generator,
+    ) -> Decision:
+        """The wrapped correction's decision, with ``-U~`` for the target's ``logp``."""
+        return self.correction.decide(
+            start_logp, move, lambda position: self.target(position, evaluate), rng
+        )

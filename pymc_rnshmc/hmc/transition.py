@@ -47,6 +47,8 @@ class CachedPoint(NamedTuple):
         The trajectories' force field at ``position``; ``None`` while not known.
     exact_force : bool
         ``force`` is the exact gradient (the surrogate's was not usable here).
+    on_surrogate : bool
+        ``logp`` is the surrogate's ``-U~`` (a correction ``on_surrogate``), not the model's.
     """
 
     position: np.ndarray
@@ -55,9 +57,15 @@ class CachedPoint(NamedTuple):
     surrogate_potential: float = np.nan
     force: np.ndarray | None = None
     exact_force: bool = False
+    on_surrogate: bool = False
 
-    def without_surrogate_values(self) -> CachedPoint:
-        """The same point with the surrogate's values forgotten (after the surrogate changed)."""
+    def without_surrogate_values(self) -> CachedPoint | None:
+        """The same point with the surrogate's values forgotten (after the surrogate changed).
+
+        ``None`` if its ``logp`` itself was the old surrogate's.
+        """
+        if self.on_surrogate:
+            return None
         return CachedPoint(self.position, self.logp, self.extras)
 
 
@@ -230,7 +238,13 @@ def judge_move(
     )
     if decision.accepted:
         point = CachedPoint(
-            move.position.copy(), end.logp, extras, end_surrogate, move.force, move.end_exact
+            move.position.copy(),
+            end.logp,
+            extras,
+            end_surrogate,
+            move.force,
+            move.end_exact,
+            correction.on_surrogate,
         )
         energy = move.end_kinetic - end.logp
     else:

@@ -93,7 +93,8 @@ class ARNSHMC(SurrogateHMC):
         Refit the whole surrogate in batch (re-choosing the dynamics) when the evaluated proposals
         have doubled, as RNSHMC does.
     weigh_costs : bool
-        As for :class:`~pymc_rnshmc.RNSHMC`.
+        As for :class:`~pymc_rnshmc.RNSHMC`. (RNSHMC's ``tune_on_surrogate`` does not apply:
+        the online estimator learns from the exact evaluation of every tuning draw.)
     start_error : float
         The surrogate dynamics start once a fit's held-out relative gradient error is below
         this; until then (at most until 70 % of tuning; on PyMC 5, which does not tell the step
@@ -175,6 +176,7 @@ class ARNSHMC(SurrogateHMC):
             start_error=start_error,
             refit_during_tuning=refit_during_tuning and self.tuning_gradients,
             weigh_costs=weigh_costs,
+            tune_on_surrogate=False,  # the online estimator learns from every exact test
             time_limit=time_limit,
             **kwargs,
         )
@@ -218,7 +220,7 @@ class ARNSHMC(SurrogateHMC):
         otherwise put an outlier with a huge potential into the least squares.
         """
         evaluation = result.proposal
-        if evaluation is None or result.divergence is not None:
+        if evaluation is None or not evaluation.exact or result.divergence is not None:
             return
         if not result.energy_change < LEARNING_ENERGY_LIMIT:
             return

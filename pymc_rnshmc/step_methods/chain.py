@@ -23,14 +23,14 @@ from pymc.step_methods.state import DataClassState, WithSamplingState, dataclass
 from pymc.step_methods.step_sizes import DualAverageAdaptation
 
 from pymc_rnshmc.exceptions import ModelEvaluationError, SurrogateWarning
-from pymc_rnshmc.hmc.corrections import Correction, Evaluation
+from pymc_rnshmc.hmc.corrections import Correction, Evaluation, SurrogateTarget
 from pymc_rnshmc.hmc.kernel import PendingDraw, kernel_finish, kernel_propose
 from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.chain_log import ChainLog
 from pymc_rnshmc.step_methods.economy import logp_function_pays
 from pymc_rnshmc.step_methods.explorers import ExactDraw
-from pymc_rnshmc.step_methods.reporting import surrogate_draw_stats
+from pymc_rnshmc.step_methods.reporting import ALONE_PHASE, surrogate_draw_stats
 from pymc_rnshmc.step_methods.safety_net import SafetyNet
 from pymc_rnshmc.step_methods.schedule import Phase
 from pymc_rnshmc.step_methods.surrogate_draws import (
@@ -73,10 +73,14 @@ class BegunDraw(NamedTuple):
     """A safety-net draw's start, to measure the wall it crosses."""
     fitting: float = 0.0
     """Seconds spent fitting in :meth:`SurrogateChain.begin` (not charged to the draw)."""
+    on_surrogate: bool = False
+    """A tuning move on the surrogate alone: its test needs no exact evaluation."""
 
     @property
     def position_to_evaluate(self) -> np.ndarray | None:
-        return None if self.pending is None else self.pending.position_to_evaluate
+        if self.pending is None or self.on_surrogate:
+            return None
+        return self.pending.position_to_evaluate
 
 
 class ChainHooks(Protocol):
@@ -168,7 +172,7 @@ class SurrogateChain(WithSamplingState):
     def forget_surrogate_values(self) -> None:
         """Keep the cached exact ``logp``, drop the old surrogate's values (it changed)."""
         if self.cache is not None:
-            self.cache = self.cache.without_surrogate_values()
+            self.cache = self.cache.without_surrogate_values()  # None if its logp was U~'s
 
     # ----------------------------------------------------------------- one draw
     def draw(
@@ -256,7 +260,7 @@ class SurrogateChain(WithSamplingState):
                 result = self._judge(begun, rng, evaluate)
                 q_new = RaveledVars(result.end.position, begun.q0.point_map_info)
                 stats = self._stats(result)
-                stats["phase"] = 1
+                stats["phase"] = ALONE_PHASE if begun.on_surrogate else 1
                 if not self.tune:
                     self._judge_acceptance(result)
         except ModelEvaluationError as error:
@@ -315,7 +319,9 @@ class SurrogateChain(WithSamplingState):
         cache, n_start = self.cache, 0
         if self.explorer.needs_logp:  # the random walk starts from the chain's logp
             cache, n_start, _ = self._current_logp(q0.data)
-        elif cache is not None and not np.array_equal(cache.position, q0.data):
+        elif cache is not None and (
+            cache.on_surrogate or not np.array_equal(cache.position, q0.data)
+        ):
             cache = None
         net_start = self.cache if phase_code == 2 else None
         return BegunDraw(
@@ -391,11 +397,20 @@ class SurrogateChain(WithSamplingState):
 
         While tuning, the kernel takes the adapting step size, the exact model is also asked
         for its gradient where the surrogate learns, and proposals far outside the explored
-        region are rejected unevaluated; after tuning the kernel is the frozen value.
+        region are rejected unevaluated; after tuning the kernel is the frozen value. Where the
+        warm-up tunes on the surrogate alone, the move's test is on the surrogate
+        (:class:`~pymc_rnshmc.hmc.corrections.SurrogateTarget`), and its check draws report
+        their start to the warm-up.
         """
         warmup = self.warmup
-        start, n_logp_evals, approximate = self._current_logp(q0.data)
         kernel = warmup.tuning_kernel() if self.tune else warmup.kernel
+        alone = self.tune and warmup.moves_alone(self.iter_count)
+        if alone:
+            on_surrogate = SurrogateTarget(kernel.correction, warmup.surrogate.potential)
+            kernel = kernel._replace(correction=on_surrogate)
+        start, n_logp_evals, approximate = current_point(
+            self.cache, q0.data, self.exact_model, kernel.correction
+        )
         pending = kernel_propose(
             kernel,
             start,
@@ -405,7 +420,10 @@ class SurrogateChain(WithSamplingState):
             diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
             evaluable=warmup.explored_region.contains if self.tune else None,
         )
-        wants_gradient = self.tune and hooks._wants_end_gradient()
+        if self.tune and not alone and warmup.tunes_alone(self.iter_count):
+            checked = pending.proposed.start
+            warmup.check_alone(checked.logp, checked.surrogate_potential)
+        wants_gradient = self.tune and not alone and hooks._wants_end_gradient()
         return BegunDraw(
             q0,
             kernel=kernel,
@@ -413,6 +431,7 @@ class SurrogateChain(WithSamplingState):
             start_evals=n_logp_evals,
             approximate=approximate,
             wants_gradient=wants_gradient,
+            on_surrogate=alone,
         )
 
     def _judge(self, begun: BegunDraw, rng, evaluate) -> DrawResult:
@@ -425,7 +444,12 @@ class SurrogateChain(WithSamplingState):
         )
         if self.tune:
             warmup.adapt(adaptation_accept(warmup.surrogate, result))
-            if warmup.watch_for_collapse(result.accept, self.iter_count) is not None:
+            collapse = (
+                None
+                if begun.on_surrogate
+                else warmup.watch_for_collapse(result.accept, self.iter_count)
+            )
+            if collapse is not None:
                 self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
         self.cache = result.end
         self._note_exact_forces(result)

@@ -67,6 +67,7 @@ class StepOptions(NamedTuple):
     time_limit: float | None
     refit_during_tuning: bool
     weigh_costs: bool
+    tune_on_surrogate: bool
 
     def warmup_settings(
         self,
@@ -101,6 +102,7 @@ class StepOptions(NamedTuple):
             max_depth=nuts_option(nuts_options, "max_treedepth"),
             max_energy_change=nuts_option(nuts_options, "Emax"),
             weighs_costs=self.weigh_costs,
+            tunes_on_surrogate=self.tune_on_surrogate,
         )
 
 
@@ -119,6 +121,7 @@ def check_options(
     time_limit: float | None,
     refit_during_tuning: bool,
     weigh_costs: bool = True,
+    tune_on_surrogate: bool = True,
 ) -> StepOptions:
     """Check a sampler's options and keep them; an invalid one raises, naming it."""
     chosen = get_dynamics(dynamics)
@@ -146,6 +149,7 @@ def check_options(
         time_limit=check_positive_number("time_limit", time_limit, allow_none=True),
         refit_during_tuning=bool(refit_during_tuning),
         weigh_costs=check_flag("weigh_costs", weigh_costs),
+        tune_on_surrogate=check_flag("tune_on_surrogate", tune_on_surrogate),
     )
 
 

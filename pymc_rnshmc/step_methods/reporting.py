@@ -10,6 +10,7 @@ from pymc.stats.convergence import SamplerWarning
 from pymc_rnshmc.hmc.transition import DrawResult
 
 __all__ = [
+    "ALONE_PHASE",
     "PHASES",
     "SURROGATE_HMC_STATS",
     "exact_draw_stats",
@@ -64,7 +65,8 @@ for a leapfrog the Metropolis probability on ``U~ + K`` when ``surrogate_error``
 ``tree_depth`` is the surrogate NUTS tree's depth (0 for a leapfrog). ``safety_net`` marks an
 exact draw after tuning in place of a surrogate one (:mod:`pymc_rnshmc.step_methods.safety_net`).
 ``phase`` is what the chain was doing, as a code of :data:`PHASES`: exploring with its exact
-sampler, a surrogate draw, a safety-net draw, or exact draws for good after a fall-back.
+sampler, a surrogate draw, a safety-net draw, exact draws for good after a fall-back, or a
+tuning draw on the surrogate alone (no exact evaluation: its ``model_logp`` is ``-U~``).
 ``model_failures`` counts the exact evaluations in the draw where the model's logp was NaN or
 infinite or raised an error it rejects (:mod:`pymc_rnshmc.step_methods.model_failures`); each
 such point was rejected. ``left_trust_region`` marks a surrogate trajectory rejected because it
@@ -72,8 +74,10 @@ needed the exact force at too many points (see :mod:`pymc_rnshmc.hmc.force_field
 draws ``largest_eigval`` and ``smallest_eigval`` describe the metric of the surrogate dynamics
 (the eigenvalues of its inverse mass matrix); in exact NUTS draws they are PyMC's."""
 
-PHASES = ("exploring", "surrogate", "safety net", "exact")
-"""The labels of the ``phase`` stat's codes 0-3 (the progress bar shows them)."""
+PHASES = ("exploring", "surrogate", "safety net", "exact", "surrogate alone")
+"""The labels of the ``phase`` stat's codes 0-4 (the progress bar shows them)."""
+ALONE_PHASE = 4
+"""The ``phase`` code of a tuning draw on the surrogate alone."""
 
 _NUTS_RENAMES = {"depth": "tree_depth", "mean_tree_accept": "accept", "tree_size": "n_steps"}
 _EXACT_DRAW = {

@@ -88,6 +88,15 @@ class RNSHMC(SurrogateHMC):
         same choices are made (they are logged); ``False`` makes the draws a function of the
         seed alone and keeps the surrogate (say, to try it on a cheap version of an expensive
         model). Default ``True``.
+    tune_on_surrogate : bool
+        Once the surrogate has stopped learning (step 3), tuning draws move on the surrogate
+        alone, with no exact evaluation: tuning draws are discarded, so they need no exact
+        test. Every tenth keeps the exact test and checks the surrogate where the chain went
+        (the stretch ends if the surrogate's error there drifts by 10 nats), safety-net draws
+        continue, and the last 50 tuning draws have the exact test again, so the chain is back
+        on the posterior when the kept draws begin. Kept draws are unchanged. Needs the tuning
+        length, which PyMC 5 does not tell a step (there it has no effect). ``False``: every
+        surrogate draw of tuning has the exact test. Default ``True``.
     dynamics : {"hmc", "nuts"}
         ``"hmc"``: the fixed-length leapfrog described above. ``"nuts"``: each draw runs a
         complete NUTS transition on the surrogate Hamiltonian (its own no-U-turn criterion,
@@ -181,6 +190,7 @@ class RNSHMC(SurrogateHMC):
         start_error: float | None = 0.3,
         refit_during_tuning: bool = True,
         weigh_costs: bool = True,
+        tune_on_surrogate: bool = True,
         dynamics: str = "hmc",
         safety_net: float | None = None,
         time_limit: float | None = None,
@@ -208,6 +218,7 @@ class RNSHMC(SurrogateHMC):
             start_error=start_error,
             refit_during_tuning=refit_during_tuning,
             weigh_costs=weigh_costs,
+            tune_on_surrogate=tune_on_surrogate,
             dynamics=dynamics,
             safety_net=safety_net,
             time_limit=time_limit,

@@ -90,6 +90,8 @@ class RNSRMHMC(SurrogateHMC):
         470 steps a trajectory, about a second a draw.)
     target_accept, start_error, refit_during_tuning, weigh_costs, safety_net : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
+    tune_on_surrogate : bool, optional
+        As for :class:`~pymc_rnshmc.RNSHMC`.
     time_limit : float, optional
         As for :class:`~pymc_rnshmc.RNSHMC`: an exact evaluation longer than this many seconds
         is a rejection (stat ``model_failures``), which truncates the posterior to where the
@@ -143,6 +145,7 @@ class RNSRMHMC(SurrogateHMC):
         start_error: float | None = 0.3,
         refit_during_tuning: bool = True,
         weigh_costs: bool = True,
+        tune_on_surrogate: bool = True,
         safety_net: float | None = None,
         time_limit: float | None = None,
         model=None,
@@ -182,6 +185,7 @@ class RNSRMHMC(SurrogateHMC):
             start_error=start_error,
             refit_during_tuning=refit_during_tuning,
             weigh_costs=weigh_costs,
+            tune_on_surrogate=tune_on_surrogate,
             dynamics=dynamics,
             safety_net=safety_net,
             time_limit=time_limit,

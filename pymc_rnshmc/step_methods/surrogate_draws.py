@@ -25,10 +25,14 @@ def current_point(
     Evaluated through ``correction``'s target if given (an approximate test may not need the
     exact model), else exactly. Also returns the exact evaluations spent and whether the
     ``logp`` came from an approximate test. A non-finite ``logp`` raises, as PyMC's NUTS does.
+    A cached ``logp`` is valid only under the target it was computed for (the surrogate's, for
+    a correction ``on_surrogate``; else the model's).
     """
+    on_surrogate = correction is not None and correction.on_surrogate
     if (
         cache is not None
         and np.array_equal(cache.position, position)
+        and cache.on_surrogate == on_surrogate
         and exact_model.extras_unchanged(cache.extras)
     ):
         return cache, 0, False
@@ -43,7 +47,9 @@ def current_point(
             f"Bad initial energy: the model's logp is {logp} at the current point. "
             "Check the initial values with model.debug() or model.point_logps()."
         )
-    point = CachedPoint(position.copy(), logp, exact_model.extra_values())
+    point = CachedPoint(
+        position.copy(), logp, exact_model.extra_values(), on_surrogate=on_surrogate
+    )
     return point, int(evaluation.exact), not evaluation.exact
 
 

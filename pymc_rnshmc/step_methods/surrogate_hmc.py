@@ -100,7 +100,7 @@ class SurrogateHMC(ArrayStepShared):
         a model without gradients).
     refit_during_tuning : bool
         Learn from the tuning draws and refit, if the schedule learns during tuning.
-    weigh_costs : bool
+    weigh_costs, tune_on_surrogate : bool
         As for :class:`~pymc_rnshmc.RNSHMC`.
     dynamics : {"hmc", "nuts"}
         The surrogate proposals (:mod:`~pymc_rnshmc.step_methods.dynamics`): a fixed-length
@@ -149,6 +149,7 @@ class SurrogateHMC(ArrayStepShared):
         start_error: float | None = None,
         refit_during_tuning: bool = True,
         weigh_costs: bool = True,
+        tune_on_surrogate: bool = True,
         dynamics: str = "hmc",
         safety_net: float | None = None,
         reject_errors: type[Exception] | tuple[type[Exception], ...] = (),
@@ -172,6 +173,7 @@ class SurrogateHMC(ArrayStepShared):
             time_limit=time_limit,
             refit_during_tuning=refit_during_tuning,
             weigh_costs=weigh_costs,
+            tune_on_surrogate=tune_on_surrogate,
         )
         check_nuts_options(name, kwargs)
         self._surrogate_template = surrogate

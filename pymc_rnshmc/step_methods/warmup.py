@@ -12,6 +12,9 @@ exploring and sampling:
 - **resume**: exact exploration again when the surrogate's exact acceptance collapses
   (:meth:`~SurrogateWarmup.watch_for_collapse`), and a refit when a safety-net draw crossed a
   wall (:meth:`~SurrogateWarmup.refit_behind_wall`);
+- **tune on the surrogate alone**: once learning has ended, tuning draws move on the surrogate
+  with no exact evaluation, every ``ALONE_CHECK_EVERY``-th with the exact test as a check, and
+  the last ``FINAL_EXACT_DRAWS`` with the exact test again (:meth:`~SurrogateWarmup.moves_alone`);
 - **freeze**: when tuning ends, the kernel becomes one value (:meth:`~SurrogateWarmup.freeze`);
 - **pay**: refits only while they cost less than what they can save, and exact NUTS for good
   when the surrogate gives fewer effective draws per second than the exploration did (its
@@ -45,7 +48,8 @@ from pymc_rnshmc.step_methods.dynamics import Dynamics, DynamicsSetting
 from pymc_rnshmc.step_methods.economy import Economy, Verdict
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
-from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
+from pymc_rnshmc.step_methods.wall_watch import WALL_NATS
+from pymc_rnshmc.surrogates.base import Capabilities, fit_summary, held_out_error
 from pymc_rnshmc.surrogates.training import TrainingBuffer
 
 __all__ = ["SurrogateWarmup", "WarmupHost", "WarmupSettings"]
@@ -65,6 +69,18 @@ WALL_REFITS = 2
 """... at most this many times in a chain. A surrogate that cannot represent the region keeps
 its wall: a test surrogate with a wall built in (``tests/step_methods/helpers.py``) brought 30
 refits of 13 s each in two chains of 800 tuning draws without this limit."""
+
+
+ALONE_CHECK_EVERY = 10
+"""While tuning on the surrogate alone, every this many-th draw keeps the exact test: it checks
+the surrogate where the chain went (:meth:`SurrogateWarmup.check_alone`)."""
+ALONE_DRIFT_NATS = WALL_NATS
+"""Tuning on the surrogate alone ends for good once the surrogate's error ``U - U~`` at a check
+draw's start differs by this much from its value at the first check: the chain has gone where
+the surrogate's landscape is not the posterior's."""
+FINAL_EXACT_DRAWS = 50
+"""The last tuning draws keep the exact test: the chain returns to the posterior, and the step
+size adapts on the draws the kept ones will be."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,9 @@ class WarmupSettings:
     weighs_costs: bool = True
     """Let measured costs decide later refits and whether the surrogate is given up for exact
     NUTS (``weigh_costs``)."""
+    tunes_on_surrogate: bool = False
+    """Once learning has ended, tuning draws move on the surrogate alone
+    (``tune_on_surrogate``)."""
 
 
 class WarmupHost(Protocol):
@@ -175,6 +194,9 @@ class SurrogateWarmup:
         self.recent_accept: list[float] = []
         self.wall_refits = 0
         self.setup_seconds = 0.0
+        self.alone_reference: float | None = None
+        """The surrogate's error ``U - U~`` at the first check of tuning on it alone."""
+        self.alone_ended = False
 
     def _new_record(self) -> TrainingBuffer:
         return TrainingBuffer(self.settings.dim, with_gradients=not self.settings.values_only)
@@ -226,31 +248,47 @@ class SurrogateWarmup:
         """The first fit at the end of the exploration, or a refit once the record has grown.
 
         A refit needs ``refit_adaptation`` tuning draws after it (when the tuning length is
-        known); without them learning stops.
+        known). Learning stops as soon as the next refit could not come in time for them (the
+        record grows by at most a point a draw) or would not pay for itself when due: the exact
+        gradients of the learned proposals would teach nothing.
         """
         if self.phase == Phase.EXPLORATION:
             if iteration >= self.exploration_length():
                 self.fit(iteration, rng, host, end_of_tuning=False)
-        elif self.next_refit is not None and len(self.record) >= self.next_refit:
-            draws_left = self.tuning_draws_left(iteration)
-            if draws_left is not None and draws_left < self.settings.schedule.refit_adaptation:
+        elif self.next_refit is not None:
+            if not self._refit_in_time(iteration):
                 self.next_refit = None
-            elif self.refit_for_wall or self._refit_pays(iteration, host):
+                _log.debug("%s stops learning: no refit can follow.", self.settings.name)
+            elif not (self.refit_for_wall or self._refit_pays(iteration, host)):
+                return  # learning stopped, and said so
+            elif len(self.record) >= self.next_refit:
                 self.refit(iteration, rng, host)
 
-    def _refit_pays(self, iteration: int, host: WarmupHost) -> bool:
-        """Whether the refit now due costs less than what it can save; else learning stops.
+    def _refit_in_time(self, iteration: int) -> bool:
+        """Whether the next refit can come with ``refit_adaptation`` tuning draws after it."""
+        draws_left = self.tuning_draws_left(iteration)
+        if draws_left is None:
+            return True
+        points_to_come = max(self.next_refit - len(self.record), 0)
+        return points_to_come <= draws_left - self.settings.schedule.refit_adaptation
 
-        Refits after a safety-net draw crossed a wall are not weighed (they are for trust).
+    def _refit_pays(self, iteration: int, host: WarmupHost) -> bool:
+        """Whether the next refit, when due, will cost less than it can save; else learning stops.
+
+        Weighed at every learning draw, with the draws that will be left when the record reaches
+        ``next_refit``. Refits after a safety-net draw crossed a wall are not weighed (they are
+        for trust).
         """
-        draws_left = self.draws_left(iteration) * host.chains_sharing()
-        if self.economy.refit_pays(len(self.record), draws_left):
+        points_to_come = max(self.next_refit - len(self.record), 0)
+        draws_left = max(self.draws_left(iteration) - points_to_come, 0) * host.chains_sharing()
+        points = max(self.next_refit, len(self.record))
+        if self.economy.refit_pays(points, draws_left):
             return True
         self.next_refit = None
         _log.info(
             "%s stops refitting: a refit on %d points would cost more than it can save.",
             self.settings.name,
-            len(self.record),
+            points,
         )
         return False
 
@@ -479,6 +517,7 @@ class SurrogateWarmup:
         self.adaptation = host.new_adaptation(initial, settings.surrogate_target_accept)
         self.phase = Phase.SURROGATE
         self.economy.surrogate_started(iteration)
+        self.alone_reference = None
         self.kernel = new_kernel(
             settings.dynamics,
             surrogate,
@@ -561,7 +600,7 @@ class SurrogateWarmup:
         nothing, and its acceptance collapsed).
         """
         evaluation = result.proposal
-        if self.next_refit is None or evaluation is None:
+        if self.next_refit is None or evaluation is None or not evaluation.exact:
             return
         if self.settings.values_only:
             limit = self.record.lowest_potential + LEARNING_ENERGY_LIMIT + self.settings.dim
@@ -655,6 +694,54 @@ class SurrogateWarmup:
                 verdict.reason(),
             )
         return verdict
+
+    # ----------------------------------------------------------------- tuning on the surrogate
+    def tunes_alone(self, iteration: int) -> bool:
+        """Whether tuning draw ``iteration`` falls in the stretch tuned on the surrogate alone.
+
+        From when learning has ended (no refit due or planned) and the economy's verdict is in,
+        to ``FINAL_EXACT_DRAWS`` before the end of tuning (known on PyMC 6 only), unless a check
+        ended it; only with ``tune_on_surrogate``, and a surrogate defined everywhere whose force
+        is its gradient.
+        """
+        settings = self.settings
+        if not settings.tunes_on_surrogate or self.phase != Phase.SURROGATE or self.tune is None:
+            return False
+        if self.next_refit is not None or self.refit_for_wall or self.alone_ended:
+            return False
+        if self.economy.weighs and self.economy.verdict is None:
+            return False
+        capabilities = Capabilities.of(self.surrogate)
+        if not (capabilities.defined_everywhere and capabilities.gradient_field):
+            return False
+        return iteration < self.tune - FINAL_EXACT_DRAWS
+
+    def moves_alone(self, iteration: int) -> bool:
+        """Whether tuning draw ``iteration`` moves on the surrogate alone (no exact evaluation).
+
+        In the stretch of :meth:`tunes_alone`, all but every ``ALONE_CHECK_EVERY``-th draw.
+        """
+        return self.tunes_alone(iteration) and iteration % ALONE_CHECK_EVERY != 0
+
+    def check_alone(self, logp: float, surrogate_potential: float) -> None:
+        """A check draw's start: its exact ``logp`` and ``U~``; the stretch ends on a drift.
+
+        Ends for good when the error ``U - U~`` differs from the first check's by more than
+        ``ALONE_DRIFT_NATS``, or is not finite.
+        """
+        error = -float(logp) - float(surrogate_potential)
+        if self.alone_reference is None and np.isfinite(error):
+            self.alone_reference = error
+            return
+        drift = abs(error - self.alone_reference) if np.isfinite(error) else np.inf
+        if drift > ALONE_DRIFT_NATS:
+            self.alone_ended = True
+            _log.debug(
+                "%s tunes with the exact test again: its surrogate's error drifted by %.3g nats "
+                "where the chain went on the surrogate alone.",
+                self.settings.name,
+                drift,
+            )
 
     def stop_learning(self) -> None:
         """End of tuning in the surrogate phase: no more refits, and the record can go.

@@ -128,9 +128,11 @@ def test_the_verdict_keeps_the_surrogate_when_nuts_estimate_rests_on_too_few_dra
 
 def warmup_due_for_a_second_refit(weighs_costs: bool, surrogate_seconds: float):
     warmup = SurrogateWarmup(settings(weighs_costs=weighs_costs), tune=1000, draws=1000)
-    warmup.economy.fit_took(300, 2.0, refit=False)
-    warmup.economy.fit_took(300, 2.0, refit=True)
+    warmup.economy.fit_took(600, 2.0, refit=False)
+    warmup.economy.fit_took(600, 2.0, refit=True)
     warmup.next_refit = 600
+    for point in np.random.default_rng(1).normal(size=(600, 3)):  # the refit is due
+        warmup.record.append(point, 0.5 * point @ point, point)
     for _ in range(50):
         warmup.economy.note_draw(0, 15, 5e-3)
         warmup.economy.note_draw(1, 0, surrogate_seconds)

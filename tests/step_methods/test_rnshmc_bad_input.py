@@ -181,6 +181,7 @@ INVALID_SETTINGS = [
     ("time_limit", True),
     ("weigh_costs", "yes"),
     ("weigh_costs", 1),
+    ("tune_on_surrogate", "no"),
 ]
 
 
