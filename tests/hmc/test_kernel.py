@@ -7,7 +7,12 @@ import pickle
 import numpy as np
 import pytest
 
-from pymc_rnshmc.hmc.corrections import DelayedAcceptance, Evaluation, ExactMetropolis
+from pymc_rnshmc.hmc.corrections import (
+    DelayedAcceptance,
+    Evaluation,
+    ExactMetropolis,
+    SurrogateTarget,
+)
 from pymc_rnshmc.hmc.kernel import SurrogateKernel, kernel_finish, kernel_propose, kernel_step
 from pymc_rnshmc.hmc.metrics import DenseMetric
 from pymc_rnshmc.hmc.proposals import LeapfrogProposal, NutsProposal
@@ -154,3 +159,27 @@ def test_a_broken_kernel_is_caught():
     with pytest.raises(AssertionError):
         for i in range(2):
             assert_moments(draws[..., i], MEAN[i], np.sqrt(COVARIANCE[i, i]), min_ess=100)
+
+
+@pytest.mark.parametrize("dynamics", ["hmc", "nuts"])
+def test_a_kernel_on_the_surrogate_alone_samples_the_surrogate_without_the_model(dynamics):
+    """``SurrogateTarget`` (tuning on the surrogate alone): no exact call, ``exp(-U~)`` sampled."""
+    wrong = kernel(dynamics)
+    alone = wrong._replace(correction=SurrogateTarget(wrong.correction, wrong.surrogate.potential))
+    target = GaussianTarget()
+    rng = np.random.default_rng(3)
+    position = MEAN.copy()
+    point = CachedPoint(
+        position, -float(wrong.surrogate.potential(position)), (), on_surrogate=True
+    )
+    draws = np.empty((3000, 2))
+    for i in range(len(draws)):
+        result = kernel_step(alone, point, rng, target)
+        point = result.end
+        assert point.on_surrogate and result.n_logp_evals == 0
+        draws[i] = point.position
+    assert target.evaluations == 0
+    surrogate_sd = np.sqrt(2.0 * np.diag(COVARIANCE))  # WrongSurrogate(stretch=2): precision / 2
+    for i in range(2):
+        label = f"{dynamics} on the surrogate alone, coordinate {i}"
+        assert_moments(draws[None, :, i], wrong.surrogate.centre[i], surrogate_sd[i], label)

@@ -7,8 +7,9 @@ import pytest
 from pymc.step_methods.step_sizes import DualAverageAdaptation
 
 from pymc_rnshmc import RNSHMC, SurrogateWarning
+from pymc_rnshmc.step_methods.reporting import ALONE_PHASE
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
-from pymc_rnshmc.step_methods.warmup import COLLAPSE_WINDOW
+from pymc_rnshmc.step_methods.warmup import COLLAPSE_WINDOW, FINAL_EXACT_DRAWS
 from tests.checks import sample_stat
 from tests.models import correlated_normal
 from tests.step_methods.helpers import (
@@ -165,3 +166,35 @@ def test_exact_nuts_resuming_while_tuning_adapts_its_step_size_afresh_if_tuning_
     assert step_sizes(kept) == step_sizes(copy.deepcopy(explored))
     step._explorer.resume(tuning_draws_left=None)  # PyMC 5 does not say: afresh
     assert nuts.step_adapt is not kept
+
+
+# ----------------------------------------------------------------- tuning on the surrogate alone
+def test_after_learning_tuning_moves_on_the_surrogate_alone_and_checks_it(learning_run):
+    idata, _ = learning_run
+    phase, logps = warmup_stat(idata, "phase"), warmup_stat(idata, "n_logp_evals")
+    alone = phase == ALONE_PHASE
+    assert alone.sum() > 100, "most post-learning tuning draws move on the surrogate alone"
+    assert np.all(logps[alone] == 0), "a draw on the surrogate alone asks the model nothing"
+    for chain in range(phase.shape[0]):
+        last_alone = np.flatnonzero(alone[chain]).max()
+        assert last_alone < phase.shape[1] - FINAL_EXACT_DRAWS  # the last draws are exact
+        assert np.all(phase[chain, last_alone + 1 :] != ALONE_PHASE)
+        checks = np.flatnonzero(alone[chain, :-1] & ~alone[chain, 1:])  # the draw after a run
+        assert np.all(phase[chain, checks[:-1] + 1] == 1), "every run ends with a check draw"
+    kept_logps = sample_stat(idata, "n_logp_evals")
+    assert np.median(kept_logps) == 1, "kept draws are unchanged: one exact logp each"
+
+
+def test_a_wrong_surrogate_ends_tuning_alone_and_the_draws_stay_exact():
+    idata, step = run(
+        tune=600,
+        draws=1500,
+        seed=12,
+        surrogate=DistortedSurrogate("shifted", 1.5),
+        refit_during_tuning=False,
+    )
+    assert step._chain.warmup.alone_ended, "the checks saw the surrogate's error drift"
+    phase = warmup_stat(idata, "phase")[0]
+    assert 0 < (phase == ALONE_PHASE).sum() < 100, "it ended early"
+    # the shifted surrogate mixes slowly (exact acceptance about 0.1), hence the low ESS floor
+    assert_correlated_normal(idata, "RNSHMC tuned on a shifted surrogate", min_ess=25)

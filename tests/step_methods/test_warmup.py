@@ -17,9 +17,13 @@ from pymc_rnshmc.hmc.corrections import Evaluation, ExactMetropolis
 from pymc_rnshmc.hmc.kernel import kernel_step
 from pymc_rnshmc.hmc.transition import CachedPoint
 from pymc_rnshmc.step_methods.dynamics import get_dynamics
+from pymc_rnshmc.step_methods.economy import Verdict
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.warmup import (
+    ALONE_CHECK_EVERY,
+    ALONE_DRIFT_NATS,
     COLLAPSE_WINDOW,
+    FINAL_EXACT_DRAWS,
     WALL_REFITS,
     SurrogateWarmup,
     WarmupSettings,
@@ -206,3 +210,65 @@ def test_a_chain_driven_by_hand_tunes_freezes_and_samples_the_target():
     assert warmup.kernel is frozen
     for i in range(3):
         assert_moments(draws[None, :, i], MEAN[i], SD[i], f"coordinate {i}", min_ess=300)
+
+
+# ----------------------------------------------------------------- tuning on the surrogate alone
+def fitted_warmup(**changes) -> SurrogateWarmup:
+    """A warm-up with a first fit made at draw 80 of ``TUNE`` (weighing costs off)."""
+    rng = np.random.default_rng(7)
+    warmup = SurrogateWarmup(settings(weighs_costs=False, **changes), TUNE)
+    explore(warmup, 80, rng)
+    warmup.fit(80, rng, Host(), end_of_tuning=False)
+    assert warmup.phase == Phase.SURROGATE
+    return warmup
+
+
+def test_tuning_moves_on_the_surrogate_alone_only_after_learning_and_before_the_last_draws():
+    warmup = fitted_warmup(tunes_on_surrogate=True)
+    assert warmup.next_refit is not None and not warmup.tunes_alone(100)  # still learning
+    warmup.next_refit = None
+    assert warmup.tunes_alone(100) and warmup.moves_alone(101)
+    assert not warmup.moves_alone(100)  # every ALONE_CHECK_EVERY-th keeps the exact test
+    assert [warmup.moves_alone(i) for i in (100 + ALONE_CHECK_EVERY, 111)] == [False, True]
+    assert not warmup.tunes_alone(TUNE - FINAL_EXACT_DRAWS)  # the last draws are exact again
+    assert warmup.tunes_alone(TUNE - FINAL_EXACT_DRAWS - 1)
+    warmup.refit_for_wall = True
+    assert not warmup.tunes_alone(101)
+    for off in (
+        fitted_warmup(tunes_on_surrogate=False),
+        SurrogateWarmup(settings(tunes_on_surrogate=True), tune=None),  # PyMC 5: length unknown
+    ):
+        off.next_refit = None
+        assert not off.tunes_alone(101)
+
+
+def test_tuning_alone_waits_for_the_economys_verdict_when_it_weighs_costs():
+    warmup = fitted_warmup(tunes_on_surrogate=True)
+    warmup.next_refit, warmup.economy.weighs = None, True
+    assert not warmup.tunes_alone(101)
+    warmup.economy.verdict = Verdict(1e-3, 0.5, 1e-3, 0.5, 100, 100)
+    assert warmup.tunes_alone(101)
+
+
+def test_a_drift_of_the_surrogates_error_ends_tuning_alone_for_good():
+    warmup = fitted_warmup(tunes_on_surrogate=True)
+    warmup.next_refit = None
+    warmup.check_alone(logp=-3.0, surrogate_potential=10.0)  # error U - U~ = -7: the reference
+    warmup.check_alone(logp=-5.0, surrogate_potential=2.0 + ALONE_DRIFT_NATS)  # drift < limit
+    assert warmup.tunes_alone(101)
+    warmup.check_alone(logp=-5.0, surrogate_potential=-2.0 - ALONE_DRIFT_NATS)  # beyond it
+    assert warmup.alone_ended and not warmup.tunes_alone(101)
+    warmup.refit(120, np.random.default_rng(8), Host())  # a new surrogate: a new reference
+    assert warmup.alone_reference is None and warmup.alone_ended
+
+
+def test_learning_stops_once_the_next_refit_cannot_come_in_time():
+    warmup = fitted_warmup()
+    refit_at, host = warmup.next_refit, Host()
+    adaptation = RNSHMC_SCHEDULE.refit_adaptation
+    points_to_come = refit_at - len(warmup.record)
+    last_in_time = TUNE - adaptation - points_to_come
+    warmup.fit_if_due(last_in_time, np.random.default_rng(9), host)
+    assert warmup.next_refit == refit_at
+    warmup.fit_if_due(last_in_time + 1, np.random.default_rng(9), host)
+    assert warmup.next_refit is None and host.installed == 0
