@@ -59,14 +59,13 @@ class CachedPoint(NamedTuple):
     exact_force: bool = False
     on_surrogate: bool = False
 
-    def without_surrogate_values(self) -> CachedPoint | None:
+    def without_surrogate_values(self) -> CachedPoint:
         """The same point with the surrogate's values forgotten (after the surrogate changed).
 
-        ``None`` if its ``logp`` itself was the old surrogate's.
+        A ``logp`` that was the old surrogate's is forgotten too (NaN, still ``on_surrogate``).
         """
-        if self.on_surrogate:
-            return None
-        return CachedPoint(self.position, self.logp, self.extras)
+        logp = np.nan if self.on_surrogate else self.logp
+        return CachedPoint(self.position, logp, self.extras, on_surrogate=self.on_surrogate)
 
 
 class DrawResult(NamedTuple):

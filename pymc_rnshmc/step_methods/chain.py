@@ -102,6 +102,7 @@ class _ChainState(DataClassState):
     tune: bool
     warmup: SurrogateWarmup
     cache: CachedPoint | None
+    anchor: CachedPoint | None
     warned_exact_forces: bool
     explorer: Any
 
@@ -156,6 +157,9 @@ class SurrogateChain(WithSamplingState):
         """The chains whose cached surrogate values a new surrogate makes stale (a population's
         chains share one warm-up)."""
         self.cache: CachedPoint | None = None
+        self.anchor: CachedPoint | None = None
+        """The chain's last point with its exact ``logp``: where it returns if a stretch on the
+        surrogate alone ended where the model's ``logp`` is not finite."""
         self.warned_exact_forces = False
         self.acceptance_monitor = AcceptanceMonitor(
             settings.name, richer_surrogate=richer_surrogate
@@ -172,7 +176,7 @@ class SurrogateChain(WithSamplingState):
     def forget_surrogate_values(self) -> None:
         """Keep the cached exact ``logp``, drop the old surrogate's values (it changed)."""
         if self.cache is not None:
-            self.cache = self.cache.without_surrogate_values()  # None if its logp was U~'s
+            self.cache = self.cache.without_surrogate_values()
 
     # ----------------------------------------------------------------- one draw
     def draw(
@@ -188,7 +192,7 @@ class SurrogateChain(WithSamplingState):
         exact = None
         if begun.exact_phase is not None:
             try:
-                exact = self.explorer.draw(q0, begun.exact_start, tune, rng)
+                exact = self.explorer.draw(begun.q0, begun.exact_start, tune, rng)
             except ModelEvaluationError as error:
                 self.log.locate(error, f"in a draw of the {self.phase} phase", self.failures.layout)
                 raise
@@ -232,12 +236,49 @@ class SurrogateChain(WithSamplingState):
             self._choose_logp_function()
 
     def _begin_move(self, q0: RaveledVars, rng, hooks: ChainHooks) -> BegunDraw:
-        """An exact draw (exploring, exact for good, or the safety net's) or a surrogate move."""
+        """An exact draw (exploring, exact for good, or the safety net's) or a surrogate move.
+
+        Any draw but a move on the surrogate alone starts from the exact ``logp`` of its point
+        (:meth:`_back_on_the_posterior`).
+        """
         if self.phase != Phase.SURROGATE:
-            return self._begin_exact(q0, 3 if self.phase == Phase.EXACT else 0)
-        if self._net_applies() and self.safety_net.catches(rng):
-            return self._begin_exact(q0, 2)
-        return self._propose(q0, rng, hooks)
+            q0, evals = self._back_on_the_posterior(q0)
+            return self._counted(
+                self._begin_exact(q0, 3 if self.phase == Phase.EXACT else 0), evals
+            )
+        net = self._net_applies() and self.safety_net.catches(rng)
+        if not net and self.tune and self.warmup.moves_alone(self.iter_count):
+            return self._propose(q0, rng, hooks, alone=True)
+        q0, evals = self._back_on_the_posterior(q0)
+        begun = self._begin_exact(q0, 2) if net else self._propose(q0, rng, hooks)
+        return self._counted(begun, evals)
+
+    @staticmethod
+    def _counted(begun: BegunDraw, evaluations: int) -> BegunDraw:
+        return begun._replace(start_evals=begun.start_evals + evaluations)
+
+    def _back_on_the_posterior(self, q0: RaveledVars) -> tuple[RaveledVars, int]:
+        """The chain's point, with its exact ``logp``, after moves on the surrogate alone.
+
+        The exact ``logp`` there checks the surrogate (:meth:`SurrogateWarmup.check_alone`).
+        Where it is not finite (the surrogate led the chain where the model fails), the stretch
+        on the surrogate alone ends and the chain returns to its last exactly evaluated point,
+        ``anchor``: a tuning draw, discarded. Also returns the exact evaluations made.
+        """
+        cache = self.cache
+        if cache is None or not cache.on_surrogate or not np.array_equal(cache.position, q0.data):
+            return q0, 0
+        logp = self.exact_model.logp(q0.data)
+        if np.isfinite(logp):
+            self.cache = CachedPoint(q0.data.copy(), logp, self.exact_model.extra_values())
+            self.anchor = self.cache
+            self.warmup.check_alone(logp, -cache.logp)
+            return q0, 1
+        self.warmup.end_alone(f"the model's logp is {logp} where the chain went")
+        self.cache = self.anchor
+        if self.anchor is None:  # never evaluated exactly: PyMC's error follows, as for NUTS
+            return q0, 1
+        return RaveledVars(self.anchor.position.copy(), q0.point_map_info), 1
 
     def finish(
         self,
@@ -350,7 +391,7 @@ class SurrogateChain(WithSamplingState):
             if self.tune and self.phase != Phase.EXACT and draw.evaluated is not None:
                 self.warmup.record.append(*draw.evaluated)
             extras = self.exact_model.extra_values()
-            self.cache = CachedPoint(draw.position.copy(), draw.logp, extras)
+            self.cache = self.anchor = CachedPoint(draw.position.copy(), draw.logp, extras)
             q_new = RaveledVars(draw.position, q0.point_map_info)
         if begun.exact_phase == 2:
             stats["safety_net"] = True
@@ -392,20 +433,23 @@ class SurrogateChain(WithSamplingState):
             warnings.warn(message, SurrogateWarning, stacklevel=6)
 
     # ----------------------------------------------------------------- one surrogate draw
-    def _propose(self, q0: RaveledVars, rng, hooks: ChainHooks) -> BegunDraw:
+    def _propose(self, q0: RaveledVars, rng, hooks: ChainHooks, alone: bool = False) -> BegunDraw:
         """The surrogate move of the chain's kernel from ``q0`` (its first half).
 
         While tuning, the kernel takes the adapting step size, the exact model is also asked
         for its gradient where the surrogate learns, and proposals far outside the explored
-        region are rejected unevaluated; after tuning the kernel is the frozen value. Where the
-        warm-up tunes on the surrogate alone, the move's test is on the surrogate
-        (:class:`~pymc_rnshmc.hmc.corrections.SurrogateTarget`), and its check draws report
-        their start to the warm-up.
+        region are rejected unevaluated; after tuning the kernel is the frozen value. A tuning
+        move on the surrogate ``alone`` is tested on the surrogate
+        (:class:`~pymc_rnshmc.hmc.corrections.SurrogateTarget`); the first from an exactly
+        evaluated point tells the warm-up the surrogate's error there.
         """
         warmup = self.warmup
         kernel = warmup.tuning_kernel() if self.tune else warmup.kernel
-        alone = self.tune and warmup.moves_alone(self.iter_count)
         if alone:
+            cache = self.cache
+            exact_here = cache is not None and not cache.on_surrogate
+            if exact_here and np.array_equal(cache.position, q0.data):
+                warmup.check_alone(cache.logp, float(warmup.surrogate.potential(cache.position)))
             on_surrogate = SurrogateTarget(kernel.correction, warmup.surrogate.potential)
             kernel = kernel._replace(correction=on_surrogate)
         start, n_logp_evals, approximate = current_point(
@@ -420,9 +464,6 @@ class SurrogateChain(WithSamplingState):
             diagnose=self.tune or self.iter_count % SURROGATE_ERROR_EVERY == 0,
             evaluable=warmup.explored_region.contains if self.tune else None,
         )
-        if self.tune and not alone and warmup.tunes_alone(self.iter_count):
-            checked = pending.proposed.start
-            warmup.check_alone(checked.logp, checked.surrogate_potential)
         wants_gradient = self.tune and not alone and hooks._wants_end_gradient()
         return BegunDraw(
             q0,
@@ -452,6 +493,8 @@ class SurrogateChain(WithSamplingState):
             if collapse is not None:
                 self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
         self.cache = result.end
+        if not result.end.on_surrogate:
+            self.anchor = result.end
         self._note_exact_forces(result)
         warmup.learn_from(result)
         return result

@@ -26,13 +26,14 @@ def current_point(
     exact model), else exactly. Also returns the exact evaluations spent and whether the
     ``logp`` came from an approximate test. A non-finite ``logp`` raises, as PyMC's NUTS does.
     A cached ``logp`` is valid only under the target it was computed for (the surrogate's, for
-    a correction ``on_surrogate``; else the model's).
+    a correction ``on_surrogate``; else the model's), and only if known (not NaN).
     """
     on_surrogate = correction is not None and correction.on_surrogate
     if (
         cache is not None
         and np.array_equal(cache.position, position)
         and cache.on_surrogate == on_surrogate
+        and not np.isnan(cache.logp)
         and exact_model.extras_unchanged(cache.extras)
     ):
         return cache, 0, False

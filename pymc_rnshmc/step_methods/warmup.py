@@ -724,24 +724,31 @@ class SurrogateWarmup:
         return self.tunes_alone(iteration) and iteration % ALONE_CHECK_EVERY != 0
 
     def check_alone(self, logp: float, surrogate_potential: float) -> None:
-        """A check draw's start: its exact ``logp`` and ``U~``; the stretch ends on a drift.
+        """The exact ``logp`` and ``U~`` at a point of the stretch; it ends on a drift.
 
-        Ends for good when the error ``U - U~`` differs from the first check's by more than
-        ``ALONE_DRIFT_NATS``, or is not finite.
+        The first point with both finite is the reference (at the stretch's start, the chain's
+        last exact point). Ends for good when the error ``U - U~`` differs from the reference's
+        by more than ``ALONE_DRIFT_NATS``. An unknown ``U~`` (NaN: the surrogate changed) is
+        no evidence either way.
         """
         error = -float(logp) - float(surrogate_potential)
-        if self.alone_reference is None and np.isfinite(error):
+        if not np.isfinite(error):
+            return
+        if self.alone_reference is None:
             self.alone_reference = error
             return
-        drift = abs(error - self.alone_reference) if np.isfinite(error) else np.inf
+        drift = abs(error - self.alone_reference)
         if drift > ALONE_DRIFT_NATS:
-            self.alone_ended = True
-            _log.debug(
-                "%s tunes with the exact test again: its surrogate's error drifted by %.3g nats "
-                "where the chain went on the surrogate alone.",
-                self.settings.name,
-                drift,
-            )
+            self.end_alone(f"its surrogate's error drifted by {drift:.3g} nats")
+
+    def end_alone(self, reason: str) -> None:
+        """End tuning on the surrogate alone for good (``reason`` goes to the debug log)."""
+        self.alone_ended = True
+        _log.debug(
+            "%s tunes with the exact test again: %s, after moves on the surrogate alone.",
+            self.settings.name,
+            reason,
+        )
 
     def stop_learning(self) -> None:
         """End of tuning in the surrogate phase: no more refits, and the record can go.

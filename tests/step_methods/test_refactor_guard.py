@@ -28,7 +28,9 @@ GUARDED = {
     "RNSHMC without gradients": (RNSHMC, {"exploration_steps": 100}, False),
     "SparseGridHMC without gradients": (SparseGridHMC, {"exploration_steps": 60}, False),
 }
-"""Sampler, options, and whether the model has gradients: every sampler and dynamics."""
+"""Sampler, options, and whether the model has gradients: every sampler and dynamics. Costs are
+not weighed (``weigh_costs=False``): choices from timings would make the draws depend on more
+than the seed."""
 RTOL, ATOL = 1e-6, 1e-9
 """Floating-point tolerance. New releases of numpy, scipy and the BLAS round differently: fresh
 environments on 2026-11-25 (numpy 2.4.6 / 2.5.5) moved the recorded draws by up to 1.6e-7
@@ -42,7 +44,7 @@ def guarded_draws(name: str) -> dict[str, np.ndarray]:
     step_class, options, gradient = GUARDED[name]
     with correlated_normal(gradient=gradient):
         idata = pm.sample(
-            step=step_class(**options),
+            step=step_class(weigh_costs=False, **options),
             tune=150,
             draws=50,
             chains=2,
