@@ -28,9 +28,12 @@ class RNSHMC(SurrogateHMC):
        surrogate is refitted and the dynamics re-chosen, while a refit still helps (held-out
        gradient error above 10 %, or above 1 % and still falling by a tenth) and can be
        followed by 100 tuning draws of step size adaptation;
-    4. with ``weigh_costs``, refits after the first only while they pay for themselves, and
-       exact NUTS for the rest of the chain if the surrogate's draws are measured to give
-       fewer effective draws per second than the exploration's (see ``weigh_costs``).
+    4. with ``weigh_costs``, a setup that costs at most half of what exact NUTS would still
+       need, refits after the first only while they pay for themselves, and exact NUTS for the
+       rest of the chain if the surrogate's draws are measured to give fewer effective draws
+       per second than the exploration's (see ``weigh_costs``);
+    5. once learning has ended, tuning draws on the surrogate alone, with no exact evaluation
+       (see ``tune_on_surrogate``), until the last 50, which have the exact test again.
 
     The surrogate is frozen when tuning ends. Each kept draw draws a momentum, integrates the
     surrogate dynamics for the chosen path length (with jitter), evaluates the exact ``logp``
@@ -77,10 +80,12 @@ class RNSHMC(SurrogateHMC):
     refit_during_tuning : bool
         Learn from the surrogate draws of tuning and refit (step 3 above).
     weigh_costs : bool
-        Let the seconds measured while tuning decide two things
-        (:mod:`~pymc_rnshmc.step_methods.economy`): refits after the first are made only
-        while each is predicted to cost at most half of what the surrogate's draws still save
-        against exact NUTS draws; and after the first fit's surrogate has made 100 tuning
+        Let the seconds measured while tuning decide three things
+        (:mod:`~pymc_rnshmc.step_methods.economy`): a fit's scan of path lengths stops, with
+        the best length scored so far, once the fit has taken half of what exact NUTS would
+        need for the draws still to come; refits after the first are made only while each is
+        predicted to cost at most half of what the surrogate's draws still save against exact
+        NUTS draws; and after the first fit's surrogate has made 100 tuning
         draws, if its seconds per effective draw are 1.5 times the exploration's exact NUTS
         draws' or more (a cheap model, or a surrogate that mixes poorly), the chain continues
         with exact NUTS for good and says why in one log line. Either way the draws are exact.

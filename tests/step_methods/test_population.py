@@ -15,6 +15,7 @@ from pymc_rnshmc.step_methods.evaluators import (
     InProcessEvaluator,
     ProcessEvaluator,
 )
+from pymc_rnshmc.step_methods.reporting import ALONE_PHASE
 from tests.checks import assert_moments, posterior_draws, sample_stat
 from tests.models import NORMAL_MEAN, NORMAL_SD, correlated_normal, independent_normal
 from tests.stationarity import KS_LIMIT, Z_LIMIT, BananaPosterior, compare, push
@@ -97,6 +98,17 @@ def test_each_rounds_exact_work_comes_in_batches(correlated_run):
     assert evaluator.draw_batches[:10] == [CHAINS] * 10
     surrogate_rounds = (sample_stat(idata, "phase") == 1).sum(axis=0)
     assert sum(evaluator.batches) >= surrogate_rounds.sum()
+
+
+def test_pooled_moves_on_the_surrogate_alone_send_nothing_to_the_evaluator(correlated_run):
+    idata, _, evaluator = correlated_run
+    phase = np.asarray(idata.warmup_sample_stats["phase"].values)
+    logps = np.asarray(idata.warmup_sample_stats["n_logp_evals"].values)
+    alone = phase == ALONE_PHASE
+    assert alone.any() and np.all(logps[alone] == 0)
+    # the batches hold only moves with an exact test (surrogate draws, phase 1)
+    tested = (phase == 1).sum() + (sample_stat(idata, "phase") == 1).sum()
+    assert sum(evaluator.batches) <= tested
 
 
 def test_the_pooled_chains_are_exact(correlated_run):
