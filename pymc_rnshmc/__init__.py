@@ -31,7 +31,7 @@ from pymc_rnshmc.surrogates import (
     SurrogateFitError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ARNSHMC",

@@ -66,3 +66,16 @@ def test_the_architecture_examples_run_without_pm_sample(section):
     text = page.split(f"### {section} without `pm.sample`")[1]
     code = text.split("```python")[1].split("```")[0]
     exec(compile(code, "architecture.md", "exec"), {})
+
+
+def test_the_version_is_the_changelogs_latest_release():
+    import re
+    import tomllib
+
+    import pymc_rnshmc
+
+    root = DOCS.parent
+    changelog = (root / "CHANGELOG.md").read_text()
+    latest = re.search(r"^## \[(\d+\.\d+\.\d+)\]", changelog, re.MULTILINE).group(1)
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["version"] == pymc_rnshmc.__version__ == latest

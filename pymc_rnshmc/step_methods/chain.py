@@ -260,7 +260,8 @@ class SurrogateChain(WithSamplingState):
     def _back_on_the_posterior(self, q0: RaveledVars) -> tuple[RaveledVars, int]:
         """The chain's point, with its exact ``logp``, after moves on the surrogate alone.
 
-        The exact ``logp`` there checks the surrogate (:meth:`SurrogateWarmup.check_alone`).
+        The exact ``logp`` there checks the surrogate
+        (:meth:`~pymc_rnshmc.step_methods.tuning_alone.AloneTuning.check`).
         Where it is not finite (the surrogate led the chain where the model fails), the stretch
         on the surrogate alone ends and the chain returns to its last exactly evaluated point,
         ``anchor``: a tuning draw, discarded. Also returns the exact evaluations made.
@@ -272,9 +273,9 @@ class SurrogateChain(WithSamplingState):
         if np.isfinite(logp):
             self.cache = CachedPoint(q0.data.copy(), logp, self.exact_model.extra_values())
             self.anchor = self.cache
-            self.warmup.check_alone(logp, -cache.logp)
+            self.warmup.alone.check(logp, -cache.logp)
             return q0, 1
-        self.warmup.end_alone(f"the model's logp is {logp} where the chain went")
+        self.warmup.alone.end(f"the model's logp is {logp} where the chain went")
         self.cache = self.anchor
         if self.anchor is None:  # never evaluated exactly: PyMC's error follows, as for NUTS
             return q0, 1
@@ -449,7 +450,7 @@ class SurrogateChain(WithSamplingState):
             cache = self.cache
             exact_here = cache is not None and not cache.on_surrogate
             if exact_here and np.array_equal(cache.position, q0.data):
-                warmup.check_alone(cache.logp, float(warmup.surrogate.potential(cache.position)))
+                warmup.alone.check(cache.logp, float(warmup.surrogate.potential(cache.position)))
             on_surrogate = SurrogateTarget(kernel.correction, warmup.surrogate.potential)
             kernel = kernel._replace(correction=on_surrogate)
         start, n_logp_evals, approximate = current_point(

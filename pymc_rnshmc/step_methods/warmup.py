@@ -13,8 +13,8 @@ exploring and sampling:
   (:meth:`~SurrogateWarmup.watch_for_collapse`), and a refit when a safety-net draw crossed a
   wall (:meth:`~SurrogateWarmup.refit_behind_wall`);
 - **tune on the surrogate alone**: once learning has ended, tuning draws move on the surrogate
-  with no exact evaluation, every ``ALONE_CHECK_EVERY``-th with the exact test as a check, and
-  the last ``FINAL_EXACT_DRAWS`` with the exact test again (:meth:`~SurrogateWarmup.moves_alone`);
+  with no exact evaluation (:meth:`~SurrogateWarmup.moves_alone`; its stretch and the check
+  that ends it are an :class:`~pymc_rnshmc.step_methods.tuning_alone.AloneTuning`);
 - **freeze**: when tuning ends, the kernel becomes one value (:meth:`~SurrogateWarmup.freeze`);
 - **pay**: refits only while they cost less than what they can save, and exact NUTS for good
   when the surrogate gives fewer effective draws per second than the exploration did (its
@@ -48,7 +48,7 @@ from pymc_rnshmc.step_methods.dynamics import Dynamics, DynamicsSetting
 from pymc_rnshmc.step_methods.economy import Economy, Verdict
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
-from pymc_rnshmc.step_methods.wall_watch import WALL_NATS
+from pymc_rnshmc.step_methods.tuning_alone import AloneTuning
 from pymc_rnshmc.surrogates.base import Capabilities, fit_summary, held_out_error
 from pymc_rnshmc.surrogates.training import TrainingBuffer
 
@@ -69,18 +69,6 @@ WALL_REFITS = 2
 """... at most this many times in a chain. A surrogate that cannot represent the region keeps
 its wall: a test surrogate with a wall built in (``tests/step_methods/helpers.py``) brought 30
 refits of 13 s each in two chains of 800 tuning draws without this limit."""
-
-
-ALONE_CHECK_EVERY = 10
-"""While tuning on the surrogate alone, every this many-th draw keeps the exact test: it checks
-the surrogate where the chain went (:meth:`SurrogateWarmup.check_alone`)."""
-ALONE_DRIFT_NATS = WALL_NATS
-"""Tuning on the surrogate alone ends for good once the surrogate's error ``U - U~`` at a check
-draw's start differs by this much from its value at the first check: the chain has gone where
-the surrogate's landscape is not the posterior's."""
-FINAL_EXACT_DRAWS = 50
-"""The last tuning draws keep the exact test: the chain returns to the posterior, and the step
-size adapts on the draws the kept ones will be."""
 
 
 @dataclass(frozen=True)
@@ -194,9 +182,7 @@ class SurrogateWarmup:
         self.recent_accept: list[float] = []
         self.wall_refits = 0
         self.setup_seconds = 0.0
-        self.alone_reference: float | None = None
-        """The surrogate's error ``U - U~`` at the first check of tuning on it alone."""
-        self.alone_ended = False
+        self.alone = AloneTuning(settings.tunes_on_surrogate, settings.name)
 
     def _new_record(self) -> TrainingBuffer:
         return TrainingBuffer(self.settings.dim, with_gradients=not self.settings.values_only)
@@ -517,7 +503,7 @@ class SurrogateWarmup:
         self.adaptation = host.new_adaptation(initial, settings.surrogate_target_accept)
         self.phase = Phase.SURROGATE
         self.economy.surrogate_started(iteration)
-        self.alone_reference = None
+        self.alone.new_surrogate()
         self.kernel = new_kernel(
             settings.dynamics,
             surrogate,
@@ -699,56 +685,22 @@ class SurrogateWarmup:
     def tunes_alone(self, iteration: int) -> bool:
         """Whether tuning draw ``iteration`` falls in the stretch tuned on the surrogate alone.
 
-        From when learning has ended (no refit due or planned) and the economy's verdict is in,
-        to ``FINAL_EXACT_DRAWS`` before the end of tuning (known on PyMC 6 only), unless a check
-        ended it; only with ``tune_on_surrogate``, and a surrogate defined everywhere whose force
-        is its gradient.
+        Once learning has ended (no refit due or planned) and the economy's verdict is in, with
+        a surrogate defined everywhere whose force is its gradient, while the stretch is open
+        (:meth:`~pymc_rnshmc.step_methods.tuning_alone.AloneTuning.open_at`).
         """
-        settings = self.settings
-        if not settings.tunes_on_surrogate or self.phase != Phase.SURROGATE or self.tune is None:
+        if self.phase != Phase.SURROGATE or not self.alone.open_at(iteration, self.tune):
             return False
-        if self.next_refit is not None or self.refit_for_wall or self.alone_ended:
+        if self.next_refit is not None or self.refit_for_wall:
             return False
         if self.economy.weighs and self.economy.verdict is None:
             return False
         capabilities = Capabilities.of(self.surrogate)
-        if not (capabilities.defined_everywhere and capabilities.gradient_field):
-            return False
-        return iteration < self.tune - FINAL_EXACT_DRAWS
+        return capabilities.defined_everywhere and capabilities.gradient_field
 
     def moves_alone(self, iteration: int) -> bool:
-        """Whether tuning draw ``iteration`` moves on the surrogate alone (no exact evaluation).
-
-        In the stretch of :meth:`tunes_alone`, all but every ``ALONE_CHECK_EVERY``-th draw.
-        """
-        return self.tunes_alone(iteration) and iteration % ALONE_CHECK_EVERY != 0
-
-    def check_alone(self, logp: float, surrogate_potential: float) -> None:
-        """The exact ``logp`` and ``U~`` at a point of the stretch; it ends on a drift.
-
-        The first point with both finite is the reference (at the stretch's start, the chain's
-        last exact point). Ends for good when the error ``U - U~`` differs from the reference's
-        by more than ``ALONE_DRIFT_NATS``. An unknown ``U~`` (NaN: the surrogate changed) is
-        no evidence either way.
-        """
-        error = -float(logp) - float(surrogate_potential)
-        if not np.isfinite(error):
-            return
-        if self.alone_reference is None:
-            self.alone_reference = error
-            return
-        drift = abs(error - self.alone_reference)
-        if drift > ALONE_DRIFT_NATS:
-            self.end_alone(f"its surrogate's error drifted by {drift:.3g} nats")
-
-    def end_alone(self, reason: str) -> None:
-        """End tuning on the surrogate alone for good (``reason`` goes to the debug log)."""
-        self.alone_ended = True
-        _log.debug(
-            "%s tunes with the exact test again: %s, after moves on the surrogate alone.",
-            self.settings.name,
-            reason,
-        )
+        """Whether tuning draw ``iteration`` moves on the surrogate alone (no exact evaluation)."""
+        return self.tunes_alone(iteration) and self.alone.moves_alone(iteration)
 
     def stop_learning(self) -> None:
         """End of tuning in the surrogate phase: no more refits, and the record can go.

@@ -9,7 +9,8 @@ from pymc.step_methods.step_sizes import DualAverageAdaptation
 from pymc_rnshmc import RNSHMC, SurrogateWarning
 from pymc_rnshmc.step_methods.reporting import ALONE_PHASE
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
-from pymc_rnshmc.step_methods.warmup import COLLAPSE_WINDOW, FINAL_EXACT_DRAWS
+from pymc_rnshmc.step_methods.tuning_alone import FINAL_EXACT_DRAWS
+from pymc_rnshmc.step_methods.warmup import COLLAPSE_WINDOW
 from tests.checks import sample_stat
 from tests.models import correlated_normal
 from tests.step_methods.helpers import (
@@ -193,7 +194,7 @@ def test_a_wrong_surrogate_ends_tuning_alone_and_the_draws_stay_exact():
         surrogate=DistortedSurrogate("shifted", 1.5),
         refit_during_tuning=False,
     )
-    assert step._chain.warmup.alone_ended, "the checks saw the surrogate's error drift"
+    assert step._chain.warmup.alone.ended, "the checks saw the surrogate's error drift"
     phase = warmup_stat(idata, "phase")[0]
     assert 0 < (phase == ALONE_PHASE).sum() < 100, "it ended early"
     # the shifted surrogate mixes slowly (exact acceptance about 0.1), hence the low ESS floor

@@ -19,11 +19,9 @@ from pymc_rnshmc.hmc.transition import CachedPoint
 from pymc_rnshmc.step_methods.dynamics import get_dynamics
 from pymc_rnshmc.step_methods.economy import Verdict
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, Phase
+from pymc_rnshmc.step_methods.tuning_alone import ALONE_CHECK_EVERY, FINAL_EXACT_DRAWS
 from pymc_rnshmc.step_methods.warmup import (
-    ALONE_CHECK_EVERY,
-    ALONE_DRIFT_NATS,
     COLLAPSE_WINDOW,
-    FINAL_EXACT_DRAWS,
     WALL_REFITS,
     SurrogateWarmup,
     WarmupSettings,
@@ -250,16 +248,14 @@ def test_tuning_alone_waits_for_the_economys_verdict_when_it_weighs_costs():
     assert warmup.tunes_alone(101)
 
 
-def test_a_drift_of_the_surrogates_error_ends_tuning_alone_for_good():
+def test_a_stretch_ended_by_its_checks_stays_ended_and_a_refit_measures_afresh():
     warmup = fitted_warmup(tunes_on_surrogate=True)
     warmup.next_refit = None
-    warmup.check_alone(logp=-3.0, surrogate_potential=10.0)  # error U - U~ = -7: the reference
-    warmup.check_alone(logp=-5.0, surrogate_potential=2.0 + ALONE_DRIFT_NATS)  # drift < limit
-    assert warmup.tunes_alone(101)
-    warmup.check_alone(logp=-5.0, surrogate_potential=-2.0 - ALONE_DRIFT_NATS)  # beyond it
-    assert warmup.alone_ended and not warmup.tunes_alone(101)
+    warmup.alone.check(logp=-3.0, surrogate_potential=10.0)
+    warmup.alone.end("a test")
+    assert not warmup.tunes_alone(101)
     warmup.refit(120, np.random.default_rng(8), Host())  # a new surrogate: a new reference
-    assert warmup.alone_reference is None and warmup.alone_ended
+    assert warmup.alone.reference is None and warmup.alone.ended
 
 
 def test_learning_stops_once_the_next_refit_cannot_come_in_time():
