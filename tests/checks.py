@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import arviz as az
 import numpy as np
+import pymc as pm
 import xarray as xr
 
+TUNE_KNOWN = int(pm.__version__.split(".")[0]) >= 6
+"""PyMC 6 tells a step its tuning length (``setup_chain``); PyMC 5 does not, so there the
+samplers do without what needs it (tuning on the surrogate alone)."""
 K_SIGMA = 4.5
 """Tolerance in Monte Carlo standard errors (false-alarm rate about 1e-5 per check)."""
 

@@ -11,7 +11,7 @@ from pymc_rnshmc.step_methods.reporting import ALONE_PHASE
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.tuning_alone import FINAL_EXACT_DRAWS
 from pymc_rnshmc.step_methods.warmup import COLLAPSE_WINDOW
-from tests.checks import sample_stat
+from tests.checks import TUNE_KNOWN, sample_stat
 from tests.models import correlated_normal
 from tests.step_methods.helpers import (
     DistortedSurrogate,
@@ -174,6 +174,9 @@ def test_after_learning_tuning_moves_on_the_surrogate_alone_and_checks_it(learni
     idata, _ = learning_run
     phase, logps = warmup_stat(idata, "phase"), warmup_stat(idata, "n_logp_evals")
     alone = phase == ALONE_PHASE
+    if not TUNE_KNOWN:
+        assert not alone.any(), "PyMC 5 does not tell the step when tuning ends: no stretch"
+        return
     assert alone.sum() > 100, "most post-learning tuning draws move on the surrogate alone"
     assert np.all(logps[alone] == 0), "a draw on the surrogate alone asks the model nothing"
     for chain in range(phase.shape[0]):
@@ -186,6 +189,7 @@ def test_after_learning_tuning_moves_on_the_surrogate_alone_and_checks_it(learni
     assert np.median(kept_logps) == 1, "kept draws are unchanged: one exact logp each"
 
 
+@pytest.mark.skipif(not TUNE_KNOWN, reason="PyMC 5 does not tell the step when tuning ends")
 def test_a_wrong_surrogate_ends_tuning_alone_and_the_draws_stay_exact():
     idata, step = run(
         tune=600,
