@@ -267,18 +267,18 @@ def tune(
         raise ValueError("No trajectory candidate could be simulated.")
     reference = max(scored, key=lambda c: c.efficiency)
     path_lengths = reference.path_length * np.asarray(length_ratios, dtype=float)
-    in_time = (lambda: True) if out_of_time is None else (lambda: not out_of_time())
-    candidates = scored + _scan_lengths(simulate, reference, path_lengths, in_time)
+    out_of_time = out_of_time or (lambda: False)
+    candidates = scored + _scan_lengths(simulate, reference, path_lengths, out_of_time)
     return TrajectoryChoice.of(candidates)
 
 
-def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths, in_time) -> list:
+def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths, out_of_time) -> list:
     """Score the path lengths outwards from the reference's, with its metric.
 
     Upwards (extending the grid while its long end scores best), then downwards; each direction
     stops at the first candidate that scores less than ``SCAN_STOP`` of the best so far (until
     two in a row scored below half the best, the scan cost a quarter more setup on the logistic
-    regression for the same choice), and both stop once ``in_time()`` is false.
+    regression for the same choice), and both stop once ``out_of_time()``.
     """
     lengths = np.asarray(path_lengths, dtype=float)
     longer = list(lengths[lengths > reference.path_length * (1 + 1e-9)])
@@ -287,7 +287,7 @@ def _scan_lengths(simulate, reference: TrajectoryCandidate, path_lengths, in_tim
     for direction in (_extended(longer, candidates), shorter):
         step_size = reference.step_size
         for path_length in direction:
-            if not in_time():
+            if out_of_time():
                 break
             candidate = simulate(reference.metric, path_length, step_size)
             if candidate is None:

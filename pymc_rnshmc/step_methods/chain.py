@@ -267,7 +267,10 @@ class SurrogateChain(WithSamplingState):
         ``anchor``: a tuning draw, discarded. Also returns the exact evaluations made.
         """
         cache = self.cache
-        if cache is None or not cache.on_surrogate or not np.array_equal(cache.position, q0.data):
+        if cache is None or not cache.on_surrogate:
+            return q0, 0
+        if not np.array_equal(cache.position, q0.data):  # not the chain's point: of no use
+            self.cache = None
             return q0, 0
         logp = self.exact_model.logp(q0.data)
         if np.isfinite(logp):
@@ -361,9 +364,7 @@ class SurrogateChain(WithSamplingState):
         cache, n_start = self.cache, 0
         if self.explorer.needs_logp:  # the random walk starts from the chain's logp
             cache, n_start, _ = self._current_logp(q0.data)
-        elif cache is not None and (
-            cache.on_surrogate or not np.array_equal(cache.position, q0.data)
-        ):
+        elif cache is not None and not np.array_equal(cache.position, q0.data):
             cache = None
         net_start = self.cache if phase_code == 2 else None
         return BegunDraw(
@@ -441,8 +442,8 @@ class SurrogateChain(WithSamplingState):
         for its gradient where the surrogate learns, and proposals far outside the explored
         region are rejected unevaluated; after tuning the kernel is the frozen value. A tuning
         move on the surrogate ``alone`` is tested on the surrogate
-        (:class:`~pymc_rnshmc.hmc.corrections.SurrogateTarget`); the first from an exactly
-        evaluated point tells the warm-up the surrogate's error there.
+        (:class:`~pymc_rnshmc.hmc.corrections.SurrogateTarget`); one that starts from an
+        exactly evaluated point tells the warm-up the surrogate's error there.
         """
         warmup = self.warmup
         kernel = warmup.tuning_kernel() if self.tune else warmup.kernel
@@ -486,12 +487,7 @@ class SurrogateChain(WithSamplingState):
         )
         if self.tune:
             warmup.adapt(adaptation_accept(warmup.surrogate, result))
-            collapse = (
-                None
-                if begun.on_surrogate
-                else warmup.watch_for_collapse(result.accept, self.iter_count)
-            )
-            if collapse is not None:
+            if not begun.on_surrogate and warmup.watch_for_collapse(result.accept, self.iter_count):
                 self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
         self.cache = result.end
         if not result.end.on_surrogate:

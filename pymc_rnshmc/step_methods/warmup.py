@@ -245,10 +245,9 @@ class SurrogateWarmup:
             if not self._refit_in_time(iteration):
                 self.next_refit = None
                 _log.debug("%s stops learning: no refit can follow.", self.settings.name)
-            elif not (self.refit_for_wall or self._refit_pays(iteration, host)):
-                return  # learning stopped, and said so
-            elif len(self.record) >= self.next_refit:
-                self.refit(iteration, rng, host)
+            elif self.refit_for_wall or self._refit_pays(iteration, host):
+                if len(self.record) >= self.next_refit:
+                    self.refit(iteration, rng, host)
 
     def _refit_in_time(self, iteration: int) -> bool:
         """Whether the next refit can come with ``refit_adaptation`` tuning draws after it."""
