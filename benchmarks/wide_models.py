@@ -16,6 +16,7 @@ draws' own timers (``perf_counter_diff``, which include everything done inside a
   draw, and are taken out of that draw's phase);
 - **surrogate tuning** and **net tuning**: surrogate draws and the safety net's exact draws
   while tuning;
+- **alone**: tuning draws on the surrogate alone (no exact evaluation, ``phase`` 4);
 - **exact fall-back**: exact draws after the surrogate was given up;
 - **kept draws**: the draws after tuning;
 - **outside the draws**: the rest of the call (building the step, compiling, PyMC's own work).
@@ -24,7 +25,10 @@ For each, the exact logp and gradient evaluations too. Then the min bulk and tai
 draw over every coefficient (ArviZ), the exact evaluations until both would reach 1000 (tuning
 plus the kept draws scaled), the surrogate's fit (units, held-out error), and its trajectories
 (metric, step size, path length, leapfrog steps a draw, acceptance). NUTS dense
-(``init="jitter+adapt_full"``) is the baseline: its tuning counts as exploring.
+(``init="jitter+adapt_full"``) is the baseline: its tuning counts as exploring; ``--samplers`` can
+add ``NUTS`` (PyMC's, diagonal mass matrix), ``nutpie`` and ``nutpie low-rank`` (whole call and
+ESS only: nutpie reports no parts), and ``RNSHMC from jitter`` (``explore_from_mode=False``: the
+exploring NUTS starts as PyMC's does).
 
 Results go to ``benchmarks/results/<output>.{json,md}`` after every run.
 """
@@ -38,6 +42,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import contextlib
+import functools
 import time
 
 import numpy as np
@@ -50,7 +55,13 @@ from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
 from pymc_rnshmc.workloads import correlated_logistic_regression
 
-PHASES = {0: "exploring", 1: "surrogate tuning", 2: "net tuning", 3: "exact fall-back"}
+PHASES = {
+    0: "exploring",
+    1: "surrogate tuning",
+    2: "net tuning",
+    3: "exact fall-back",
+    4: "surrogate alone",
+}
 """The ``phase`` stat's codes while tuning, and the part of the call each is."""
 
 
@@ -82,10 +93,10 @@ def sample(model, sampler: str, args, seed: int) -> tuple[SamplerRun, list]:
     """One timed call (:func:`~pymc_rnshmc.comparison.run_sampler`), tuning draws kept, and the
     fits' times."""
     fits: list = []
-    options = {"init": "jitter+adapt_full"} if sampler == "NUTS dense" else {}
+    options = OPTIONS.get(sampler, {})
     with timed_fits(fits):
         run = run_sampler(
-            "pymc" if sampler == "NUTS dense" else RNSHMC,
+            BACKENDS.get(sampler, STEPS.get(sampler, RNSHMC)),
             model,
             name=sampler,
             tune=args.tune,
@@ -98,6 +109,22 @@ def sample(model, sampler: str, args, seed: int) -> tuple[SamplerRun, list]:
             **options,
         )
     return run, fits
+
+
+BACKENDS = {
+    "NUTS dense": "pymc",
+    "NUTS": "pymc",
+    "nutpie": "nutpie",
+    "nutpie low-rank": "nutpie",
+}
+"""The baselines by name (``NUTS`` has PyMC's diagonal mass matrix)."""
+STEPS = {"RNSHMC from jitter": functools.partial(RNSHMC, explore_from_mode=False)}
+"""Surrogate samplers other than RNSHMC's defaults (any name not listed is RNSHMC)."""
+OPTIONS = {
+    "NUTS dense": {"init": "jitter+adapt_full"},
+    "nutpie low-rank": {"adaptation": "low_rank"},
+}
+"""The baselines' options."""
 
 
 def _stat(group, name: str, default: float = 0.0) -> np.ndarray:
@@ -147,7 +174,7 @@ def measure(run: SamplerRun, fits: list, args) -> dict:
         "bulk ESS / draw": table["min bulk ESS"] / args.draws,
         "tail ESS / draw": table["min tail ESS"] / args.draws,
         "logps to ESS 1000": table["logps to ESS 1000"],
-        "parts": breakdown(run, fits),
+        "parts": breakdown(run, fits) if run.backend != "nutpie" else {},
         "accept": table["accept"],
         "steps / surrogate draw": float(_stat(kept, "n_steps")[surrogate_draws].mean())
         if surrogate_draws.any()
@@ -173,6 +200,7 @@ COLUMNS = (
     "exploring s",
     "fits s",
     "surrogate tuning s",
+    "alone s",
     "net tuning s",
     "kept draws s",
     "outside s",
@@ -186,13 +214,18 @@ COLUMNS = (
 
 def _cells(row: dict) -> list[str]:
     parts = row["parts"]
+    named = {
+        "exploring s": ("exploring",),
+        "fits s": ("fits",),
+        "surrogate tuning s": ("surrogate tuning",),
+        "alone s": ("surrogate alone",),
+        "net tuning s": ("net tuning",),
+        "kept draws s": ("kept draws",),
+        "outside s": ("outside the draws",),
+    }
     values = {
-        "exploring s": parts["exploring"]["seconds"],
-        "fits s": parts["fits"]["seconds"],
-        "surrogate tuning s": parts["surrogate tuning"]["seconds"],
-        "net tuning s": parts["net tuning"]["seconds"],
-        "kept draws s": parts["kept draws"]["seconds"],
-        "outside s": parts["outside the draws"]["seconds"],
+        column: sum(parts[name]["seconds"] for name in names) if parts else None
+        for column, names in named.items()
     }
     cells = []
     for column in COLUMNS:

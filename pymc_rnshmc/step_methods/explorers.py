@@ -6,7 +6,10 @@ The step holds one of two, chosen by whether the model's logp has a gradient:
   step-size and mass-matrix adaptation and divergence reports are PyMC's, unchanged. What a
   surrogate chain adds: where each trajectory ended (a training point with its gradient), the
   explored metric and step size for the first surrogate dynamics, and a step-size adaptation
-  restarted when exact draws resume while tuning.
+  restarted when exact draws resume while tuning. By default its first tuning draw starts at
+  the mode, with a metric from the curvature there
+  (:func:`~pymc_rnshmc.surrogates.laplace.laplace_from_gradients`,
+  :class:`~pymc_rnshmc.step_methods.mode_metric.WhitenedDiagAdapt`), where a mode is found.
 - :class:`RandomWalkExplorer`: adaptive random-walk Metropolis for a values-only model
   (:mod:`~pymc_rnshmc.exploration.adaptive_metropolis`, numpy), started at the mode with the
   curvature's covariance (:func:`~pymc_rnshmc.surrogates.laplace.laplace_start`).
@@ -19,6 +22,7 @@ exact evaluation the draw made that the warm-up may record.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import time
 from typing import Any, NamedTuple
@@ -31,12 +35,19 @@ from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotential
 from pymc.step_methods.state import DataClassState, WithSamplingState, dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation
 
+from pymc_rnshmc.exceptions import ModelEvaluationError
 from pymc_rnshmc.exploration.adaptive_metropolis import AdaptiveMetropolis
 from pymc_rnshmc.hmc.transition import CachedPoint
+from pymc_rnshmc.step_methods.mode_metric import WhitenedDiagAdapt
 from pymc_rnshmc.step_methods.model_failures import GuardedLogpGradient
 from pymc_rnshmc.step_methods.options import nuts_option
 from pymc_rnshmc.step_methods.reporting import exact_draw_stats, nuts_stats_to_surrogate_stats
-from pymc_rnshmc.surrogates.laplace import LaplaceStart, laplace_start
+from pymc_rnshmc.surrogates.laplace import (
+    LaplaceStart,
+    importance_check,
+    laplace_from_gradients,
+    laplace_start,
+)
 
 __all__ = ["ExactDraw", "NUTSExplorer", "RandomWalkExplorer", "new_explorer"]
 
@@ -47,11 +58,14 @@ FRESH_ADAPTATION_DRAWS = 100
 draws remain (or PyMC 5 does not say how many), and otherwise keeps exploration's."""
 
 
-def new_explorer(sampler: str, exact_model, vars, function, nuts_options: dict):
+def new_explorer(
+    sampler: str, exact_model, vars, function, nuts_options: dict, from_mode: bool = True
+):
     """The chain's exact sampler: PyMC's NUTS, or a random walk for a model without gradients.
 
     NUTS shares the step's compiled ``function``, and its leapfrog fails and is limited in time
-    as the exact model is.
+    as the exact model is. With ``from_mode`` and no metric of the user's (``scaling`` or
+    ``potential``), it starts tuning at the mode with the curvature's metric, where there is one.
     """
     dual_averaging = tuple(nuts_option(nuts_options, name) for name in ("gamma", "k", "t0"))
     if exact_model.has_gradient:
@@ -59,7 +73,11 @@ def new_explorer(sampler: str, exact_model, vars, function, nuts_options: dict):
         def guard(function):
             return GuardedLogpGradient(exact_model.limited(function), exact_model.failures)
 
-        return NUTSExplorer(vars, function, guard, dual_averaging, **nuts_options)
+        users_metric = {"scaling", "potential"} & set(nuts_options)
+        find_mode = None
+        if from_mode and not users_metric:
+            find_mode = functools.partial(search_mode, sampler, exact_model)
+        return NUTSExplorer(vars, function, guard, dual_averaging, find_mode, **nuts_options)
     _log.info(
         "%s: the model's logp has no gradient, so it explores with adaptive random-walk "
         "Metropolis and fits its surrogate to log-density values; after tuning a draw "
@@ -69,6 +87,37 @@ def new_explorer(sampler: str, exact_model, vars, function, nuts_options: dict):
     first_step = nuts_option(nuts_options, "step_scale") / exact_model.size**0.25
     first_step = float(np.exp(np.log(first_step)))  # as NUTS's dual averaging gives it back
     return RandomWalkExplorer(exact_model, first_step, dual_averaging)
+
+
+def search_mode(sampler: str, exact_model, start: np.ndarray, rng) -> LaplaceStart:
+    """The mode and the curvature's covariance there, if the approximation holds (else none).
+
+    The search probes where the chain may never go (its line searches), so it evaluates a copy
+    of the exact model whose failures are not the chain's: failures there are not counted, and
+    an error the failure policy would stop sampling for ends the search instead (sampling stops
+    only if the chain's own draws meet it). The joint logp-and-gradient function serves every
+    evaluation, also the importance check's, so that the logp-only function is compiled, or not,
+    as it would be without the search.
+    """
+    searcher = exact_model.for_another_chain()
+    calls = 0
+
+    def potential_and_gradient(position):
+        nonlocal calls
+        calls += 1
+        return searcher.potential_and_gradient(position)
+
+    def log_density(position):
+        return -potential_and_gradient(position)[0]
+
+    try:
+        laplace = laplace_from_gradients(potential_and_gradient, start, exact_model.dtype)
+        laplace, spread = importance_check(log_density, laplace, rng)
+    except ModelEvaluationError as error:
+        _log.debug("%s: the mode search met an error of the model, so it ended: %s", sampler, error)
+        laplace, spread = LaplaceStart(np.asarray(start, dtype=float), -np.inf, None, 0), np.inf
+    _log.debug("%s: mode search, log importance weights' spread %.3g", sampler, spread)
+    return laplace._replace(n_evaluations=calls, n_gradients=calls)
 
 
 class ExactDraw(NamedTuple):
@@ -99,6 +148,7 @@ class _NUTSKeepingTheEnd(NUTS):
 @dataclass_state
 class _NUTSExplorerState(DataClassState):
     nuts: Any
+    _mode_searched: bool
 
 
 class NUTSExplorer(WithSamplingState):
@@ -116,6 +166,11 @@ class NUTSExplorer(WithSamplingState):
     dual_averaging : tuple
         PyMC's ``(gamma, k, t0)``, for an adaptation restarted while tuning (and for the
         surrogate step size's).
+    find_mode : callable, optional
+        ``find_mode(x, rng) -> LaplaceStart``: a search from the chain's first position. If given,
+        the first tuning draw moves to the mode it finds and adapts a metric around its
+        covariance (:class:`~pymc_rnshmc.step_methods.mode_metric.WhitenedDiagAdapt`) instead
+        of PyMC's diagonal one from the identity; if it finds no mode, nothing changes.
     **nuts_options
         Passed on to :class:`pymc.NUTS` (``model``, ``target_accept``, ``scaling``, ...).
 
@@ -123,6 +178,8 @@ class NUTSExplorer(WithSamplingState):
     ----------
     .. [1] Hoffman, M. D., & Gelman, A. (2014). The No-U-Turn Sampler. Journal of Machine
        Learning Research, 15, 1593-1623.
+    .. [2] Betancourt, M. (2017). A conceptual introduction to Hamiltonian Monte Carlo.
+       arXiv:1701.02434.
     """
 
     _state_class = _NUTSExplorerState
@@ -131,11 +188,19 @@ class NUTSExplorer(WithSamplingState):
     description = "exact NUTS"
     """What samples when the surrogate does not, for messages."""
 
-    def __init__(self, vars, function, guard, dual_averaging: tuple, **nuts_options) -> None:
+    def __init__(
+        self, vars, function, guard, dual_averaging: tuple, find_mode=None, **nuts_options
+    ) -> None:
         self.nuts = _NUTSKeepingTheEnd(vars, logp_dlogp_func=function, **nuts_options)
         self.nuts.integrator._logp_dlogp_func = guard(self.nuts.integrator._logp_dlogp_func)
         self.dual_averaging = dual_averaging
+        self.find_mode = None
+        if find_mode is not None and type(self.nuts.potential) is QuadPotentialDiagAdapt:
+            self.find_mode = find_mode
+            potential = WhitenedDiagAdapt.like(self.nuts.potential)
+            self.nuts.potential = self.nuts.integrator._potential = potential
         self._initial_adaptation = copy.deepcopy(self.nuts.step_adapt)
+        self._mode_searched = False
 
     def use_rng(self, rng: np.random.Generator) -> np.random.Generator:
         """Draw from the chain's generator, and a child of it for the momenta (as PyMC's)."""
@@ -148,15 +213,23 @@ class NUTSExplorer(WithSamplingState):
         self.nuts.rng = rng
 
     def start_chain(self) -> None:
-        """Forget the previous chain's adaptation (PyMC's ``reset``, and the first step size)."""
+        """Forget the previous chain's adaptation, step size and metric from the mode."""
         self.nuts.reset()
         self.nuts._num_divs_sample = 0
         self.nuts.step_adapt = copy.deepcopy(self._initial_adaptation)
+        self._mode_searched = False
 
     def draw(self, q0: RaveledVars, start: CachedPoint | None, tune: bool, rng=None) -> ExactDraw:
-        """One NUTS draw from ``q0`` (``start``: the chain's cached point, if it is ``q0``)."""
+        """One NUTS draw from ``q0`` (``start``: the chain's cached point, if it is ``q0``).
+
+        The chain's first draw, if tuning, starts at the mode (``find_mode``) where one is found.
+        """
         nuts = self.nuts
         nuts.tune = tune
+        laplace, seconds = None, 0.0
+        if tune and not self._mode_searched and self.find_mode is not None:
+            q0, laplace, seconds = self._start_at_mode(q0)
+        self._mode_searched = True
         try:
             q_new, (stats,) = nuts.astep(q0)
         except IntegrationError:  # raised only where NUTS starts: its trajectories catch it
@@ -164,7 +237,28 @@ class NUTSExplorer(WithSamplingState):
         end = nuts.last_end
         evaluated = (end.q.data, -float(end.logp), -np.asarray(end.q_grad))
         stats = nuts_stats_to_surrogate_stats(stats)
-        return ExactDraw(q_new.data, stats["model_logp"], stats, evaluated)
+        if laplace is not None:
+            stats["n_logp_evals"] += laplace.n_evaluations
+            stats["n_gradient_evals"] += laplace.n_gradients
+        return ExactDraw(q_new.data, stats["model_logp"], stats, evaluated, laplace, seconds)
+
+    def _start_at_mode(self, q0: RaveledVars) -> tuple[RaveledVars, LaplaceStart, float]:
+        """Search the mode from ``q0``; if one is found, start there with its metric.
+
+        The search's evaluations are not training points (its line searches reach far into the
+        tails, see :class:`RandomWalkExplorer`); they and the time count as the draw's.
+        """
+        clock = time.perf_counter()
+        laplace = self.find_mode(q0.data, self.nuts.rng)
+        if laplace.covariance is not None:
+            try:
+                self.nuts.potential.use_laplace(laplace.position, laplace.covariance)
+            except np.linalg.LinAlgError:
+                pass
+            else:
+                position = laplace.position.astype(q0.data.dtype)
+                q0 = RaveledVars(position, q0.point_map_info)
+        return q0, laplace, time.perf_counter() - clock
 
     def _unstarted(self, start: CachedPoint | None, tune: bool) -> ExactDraw:
         """A draw that could not start: a counted rejection, the chain stays.
@@ -190,12 +284,16 @@ class NUTSExplorer(WithSamplingState):
         return ExactDraw(None, stats["model_logp"], stats, None)
 
     def metric(self) -> tuple[np.ndarray | None, np.ndarray | None, float]:
-        """The explored diagonal metric (``None`` if PyMC's is not diagonal), and step size."""
-        potential = self.nuts.potential
+        """The explored metric, as variances or a covariance (``None`` if neither), step size."""
+        potential, step_size = self.nuts.potential, float(self.nuts.step_adapt.current(False))
+        if isinstance(potential, WhitenedDiagAdapt) and potential.whitened:
+            return None, potential.covariance(), step_size
         variances = None
-        if isinstance(potential, QuadPotentialDiag | QuadPotentialDiagAdapt):
+        if isinstance(potential, QuadPotentialDiagAdapt):
             variances = potential.velocity(np.ones(potential._n))
-        return variances, None, float(self.nuts.step_adapt.current(False))
+        elif isinstance(potential, QuadPotentialDiag):  # the user's scaling
+            variances = np.array(potential.v, dtype=float)
+        return variances, None, step_size
 
     def resume(self, tuning_draws_left: int | None) -> None:
         """Adapt the step size afresh for exact draws resuming while tuning.

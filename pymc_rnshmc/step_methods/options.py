@@ -68,6 +68,7 @@ class StepOptions(NamedTuple):
     refit_during_tuning: bool
     weigh_costs: bool
     tune_on_surrogate: bool
+    explore_from_mode: bool
 
     def warmup_settings(
         self,
@@ -122,6 +123,7 @@ def check_options(
     refit_during_tuning: bool,
     weigh_costs: bool = True,
     tune_on_surrogate: bool = True,
+    explore_from_mode: bool = True,
 ) -> StepOptions:
     """Check a sampler's options and keep them; an invalid one raises, naming it."""
     chosen = get_dynamics(dynamics)
@@ -150,6 +152,7 @@ def check_options(
         refit_during_tuning=bool(refit_during_tuning),
         weigh_costs=check_flag("weigh_costs", weigh_costs),
         tune_on_surrogate=check_flag("tune_on_surrogate", tune_on_surrogate),
+        explore_from_mode=check_flag("explore_from_mode", explore_from_mode),
     )
 
 

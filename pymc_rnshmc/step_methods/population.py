@@ -160,6 +160,7 @@ class PooledSurrogate(PopulationArrayStepShared):
             sampler.vars,
             exact_model.step_function,
             sampler._nuts_options,
+            from_mode=sampler.options.explore_from_mode,
         )
         explorer.use_rng(self.rng)
         chain = SurrogateChain(

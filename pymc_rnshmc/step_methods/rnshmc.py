@@ -16,7 +16,8 @@ class RNSHMC(SurrogateHMC):
     Tuning is spent on learning the surrogate:
 
     1. a short exact exploration with PyMC's NUTS (its step-size dual averaging and mass-matrix
-       adaptation), recording every draw with its exact ``logp`` and gradient:
+       adaptation, started at the mode with the curvature's metric where there is a mode, see
+       ``explore_from_mode``), recording every draw with its exact ``logp`` and gradient:
        ``max(50, 1.5 d)`` draws and at least 20 % of tuning (200 on PyMC 5, which does not tell
        the step ``tune``), extended by half again while the fit's held-out gradient error
        exceeds ``start_error``, at most until 70 % of tuning;
@@ -102,6 +103,14 @@ class RNSHMC(SurrogateHMC):
         on the posterior when the kept draws begin. Kept draws are unchanged. Needs the tuning
         length, which PyMC 5 does not tell a step (there it has no effect). ``False``: every
         surrogate draw of tuning has the exact test. Default ``True``.
+    explore_from_mode : bool
+        The exploring NUTS's first draw first searches the posterior's mode (L-BFGS, then
+        ``2 d`` gradients for the curvature there) and, where it finds one, starts there with a
+        metric adapted around the Laplace approximation's covariance, which a correlated
+        posterior needs and PyMC's diagonal metric cannot give
+        (:mod:`~pymc_rnshmc.step_methods.mode_metric`). Where there is no mode (a centred
+        funnel) or a metric of the user's is given (``scaling``, ``potential``), NUTS explores
+        as PyMC's would. Counted in the first draw's evaluations. Default ``True``.
     dynamics : {"hmc", "nuts"}
         ``"hmc"``: the fixed-length leapfrog described above. ``"nuts"``: each draw runs a
         complete NUTS transition on the surrogate Hamiltonian (its own no-U-turn criterion,
@@ -196,6 +205,7 @@ class RNSHMC(SurrogateHMC):
         refit_during_tuning: bool = True,
         weigh_costs: bool = True,
         tune_on_surrogate: bool = True,
+        explore_from_mode: bool = True,
         dynamics: str = "hmc",
         safety_net: float | None = None,
         time_limit: float | None = None,
@@ -224,6 +234,7 @@ class RNSHMC(SurrogateHMC):
             refit_during_tuning=refit_during_tuning,
             weigh_costs=weigh_costs,
             tune_on_surrogate=tune_on_surrogate,
+            explore_from_mode=explore_from_mode,
             dynamics=dynamics,
             safety_net=safety_net,
             time_limit=time_limit,

@@ -90,7 +90,7 @@ class RNSRMHMC(SurrogateHMC):
         470 steps a trajectory, about a second a draw.)
     target_accept, start_error, refit_during_tuning, weigh_costs, safety_net : optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
-    tune_on_surrogate : bool, optional
+    tune_on_surrogate, explore_from_mode : bool, optional
         As for :class:`~pymc_rnshmc.RNSHMC`.
     time_limit : float, optional
         As for :class:`~pymc_rnshmc.RNSHMC`: an exact evaluation longer than this many seconds
@@ -146,6 +146,7 @@ class RNSRMHMC(SurrogateHMC):
         refit_during_tuning: bool = True,
         weigh_costs: bool = True,
         tune_on_surrogate: bool = True,
+        explore_from_mode: bool = True,
         safety_net: float | None = None,
         time_limit: float | None = None,
         model=None,
@@ -186,6 +187,7 @@ class RNSRMHMC(SurrogateHMC):
             refit_during_tuning=refit_during_tuning,
             weigh_costs=weigh_costs,
             tune_on_surrogate=tune_on_surrogate,
+            explore_from_mode=explore_from_mode,
             dynamics=dynamics,
             safety_net=safety_net,
             time_limit=time_limit,

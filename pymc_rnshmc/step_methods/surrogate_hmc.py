@@ -100,7 +100,7 @@ class SurrogateHMC(ArrayStepShared):
         a model without gradients).
     refit_during_tuning : bool
         Learn from the tuning draws and refit, if the schedule learns during tuning.
-    weigh_costs, tune_on_surrogate : bool
+    weigh_costs, tune_on_surrogate, explore_from_mode : bool
         As for :class:`~pymc_rnshmc.RNSHMC`.
     dynamics : {"hmc", "nuts"}
         The surrogate proposals (:mod:`~pymc_rnshmc.step_methods.dynamics`): a fixed-length
@@ -150,6 +150,7 @@ class SurrogateHMC(ArrayStepShared):
         refit_during_tuning: bool = True,
         weigh_costs: bool = True,
         tune_on_surrogate: bool = True,
+        explore_from_mode: bool = True,
         dynamics: str = "hmc",
         safety_net: float | None = None,
         reject_errors: type[Exception] | tuple[type[Exception], ...] = (),
@@ -174,6 +175,7 @@ class SurrogateHMC(ArrayStepShared):
             refit_during_tuning=refit_during_tuning,
             weigh_costs=weigh_costs,
             tune_on_surrogate=tune_on_surrogate,
+            explore_from_mode=explore_from_mode,
         )
         check_nuts_options(name, kwargs)
         self._surrogate_template = surrogate
@@ -197,7 +199,14 @@ class SurrogateHMC(ArrayStepShared):
         )
         nuts_options = {"model": model, "target_accept": target_accept, **kwargs}
         self._nuts_options = nuts_options
-        self._explorer = new_explorer(name, self.exact_model, vars, function, nuts_options)
+        self._explorer = new_explorer(
+            name,
+            self.exact_model,
+            vars,
+            function,
+            nuts_options,
+            from_mode=self.options.explore_from_mode,
+        )
         self.rng = self._explorer.use_rng(self.rng)
         self._warmup_settings = self.options.warmup_settings(
             name,

@@ -1,6 +1,9 @@
-"""A Laplace approximation from log-density values alone: the mode, and the curvature there.
+"""A Laplace approximation: the mode, and the curvature there.
 
-For models without gradients. The gradient-free exploration starts from it: a random walk
+:func:`laplace_start` is for models without gradients; :func:`laplace_from_gradients` for models
+with them (the exploring NUTS of a wide, correlated model starts from it).
+
+Without gradients: The gradient-free exploration starts from it: a random walk
 started far from the posterior spends its first hundreds of steps climbing, and a
 covariance adapted on the climb points along it: on the pharmacokinetic ODE posterior
 (``one_comp_mm_elim_abs``, d = 4) one such chain climbed into the tail ``log K_m = -7``, six
@@ -11,12 +14,21 @@ sparse grid's box can be placed by it too.
 The mode comes from scipy's derivative-free Powell search; the curvature from central second
 differences of the values (``2 d^2`` evaluations).
 
+With gradients, the mode comes from scipy's L-BFGS and the curvature from central differences of
+the gradient (``2 d`` evaluations), as a Hessian-free method would not give the whole matrix the
+metric needs. The result is kept only where it is a mode: the curvature is positive definite and
+the Newton step left there is short against the curvature's own scale. A posterior without a
+mode (where the search runs off for ever) fails that test. :func:`importance_check` then asks
+whether the approximation describes the posterior around it: a mode can exist far from the
+posterior's mass (Neal's funnel has one at the bottom of its neck, ``v = -18`` for ``v ~ N(0,
+3)``), and there the approximation's own draws find potentials unlike those it predicts.
+
 References
 ----------
 .. [1] Powell, M. J. D. (1964). An efficient method for finding the minimum of a function of
    several variables without calculating derivatives. The Computer Journal, 7(2), 155-162.
 .. [2] Nocedal, J., & Wright, S. J. (2006). Numerical Optimization (2nd ed.), section 8.1
-   (finite-difference Hessians). Springer.
+   (finite-difference Hessians) and chapter 7 (L-BFGS). Springer.
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import linalg, optimize
 
-__all__ = ["LaplaceStart", "laplace_start"]
+__all__ = ["LaplaceStart", "importance_check", "laplace_from_gradients", "laplace_start"]
 
 EVALUATIONS_PER_DIMENSION = 200
 """The mode search stops after this many evaluations per dimension."""
@@ -35,18 +47,33 @@ DIFFERENCE_STEP = 1e-3
 """Step of the second differences, relative to ``max(1, |mode_i|)``."""
 MIN_PRECISION = 1e-6
 """Floor on the curvature's eigenvalues (a flat or saddle direction gets a wide proposal)."""
+GRADIENT_SEARCH_EVALUATIONS = 100
+"""The gradient search stops after this many evaluations ..."""
+GRADIENT_SEARCH_PER_DIMENSION = 10
+"""... plus this many per dimension."""
+MODE_TOLERANCE = 0.1
+"""A point is taken for the mode if the Newton step left there is shorter than this, in the
+curvature's own metric (standard deviations of the approximation)."""
+IMPORTANCE_DRAWS = 20
+"""Draws of the approximation that :func:`importance_check` evaluates (logp only)."""
+LOG_WEIGHT_SPREAD = 1.0
+"""The approximation is kept if the standard deviation of the log importance weights of its
+draws is at most this (nats): log-normal weights of this spread keep ``exp(-1)``, about a third,
+of an importance sample's draws effective. Not tuned on any posterior."""
 
 
 class LaplaceStart(NamedTuple):
-    """The mode, its log density and the inverse curvature there (``None`` if not finite).
+    """The mode, its log density and the inverse curvature there (``None`` if not usable).
 
-    ``n_evaluations`` counts the log-density evaluations spent.
+    ``n_evaluations`` counts the model evaluations spent, ``n_gradients`` those of them that
+    computed the gradient too.
     """
 
     position: np.ndarray
     logp: float
     covariance: np.ndarray | None
     n_evaluations: int
+    n_gradients: int = 0
 
 
 class _Counted:
@@ -121,3 +148,121 @@ def _second_differences(
             )
             hessian[i, j] = hessian[j, i] = corners / (4.0 * steps[i] * steps[j])
     return hessian
+
+
+def laplace_from_gradients(
+    potential_and_gradient: Callable[[np.ndarray], tuple[float, np.ndarray]],
+    start: np.ndarray,
+    dtype=np.float64,
+) -> LaplaceStart:
+    """Search the mode of ``exp(-U)`` from ``start`` with L-BFGS, then the inverse curvature.
+
+    ``potential_and_gradient(x)`` returns ``(U, grad U)``, ``U = inf`` where the model fails;
+    ``dtype`` is the model's (its precision sets the difference step).
+    ``covariance`` is ``None`` unless the point found is a mode: finite, with a positive definite
+    curvature, and a Newton step shorter than ``MODE_TOLERANCE`` standard deviations.
+    ``logp`` is ``-U`` at the point found (``-inf`` if the search failed everywhere).
+    """
+    counted = _CountedGradient(potential_and_gradient)
+    start = np.asarray(start, dtype=float)
+    dim = start.shape[0]
+    result = optimize.minimize(
+        counted.for_search,
+        start,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxfun": GRADIENT_SEARCH_EVALUATIONS + GRADIENT_SEARCH_PER_DIMENSION * dim},
+    )
+    mode = np.asarray(result.x, dtype=float)
+    potential, gradient = counted(mode)
+    if not (np.isfinite(potential) and np.all(np.isfinite(gradient))):
+        return LaplaceStart(start, -np.inf, None, counted.count, counted.count)
+    covariance = _mode_covariance(counted, mode, gradient, difference_step(dtype))
+    return LaplaceStart(mode, -float(potential), covariance, counted.count, counted.count)
+
+
+class _CountedGradient:
+    """``(U, grad U)`` that counts its evaluations."""
+
+    def __init__(self, potential_and_gradient) -> None:
+        self.potential_and_gradient = potential_and_gradient
+        self.count = 0
+
+    def __call__(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        self.count += 1
+        potential, gradient = self.potential_and_gradient(position)
+        return float(potential), np.asarray(gradient, dtype=float)
+
+    def for_search(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        """A large finite value and no slope where the model fails (the line search backs off)."""
+        potential, gradient = self(position)
+        if np.isfinite(potential) and np.all(np.isfinite(gradient)):
+            return potential, gradient
+        return 1e300, np.zeros_like(position)
+
+
+def difference_step(dtype) -> float:
+    """The relative central-difference step for a gradient in ``dtype``.
+
+    Its precision's cube root, the step that balances truncation and rounding error.
+    """
+    return float(np.finfo(dtype).eps ** (1.0 / 3.0))
+
+
+def _mode_covariance(
+    counted: _CountedGradient, mode: np.ndarray, gradient: np.ndarray, relative_step: float
+) -> np.ndarray | None:
+    """Inverse of the Hessian of ``U`` at ``mode``, if positive definite and ``mode`` is one."""
+    hessian = _gradient_differences(counted, mode, relative_step)
+    if not np.all(np.isfinite(hessian)):
+        return None
+    eigenvalues, eigenvectors = linalg.eigh(0.5 * (hessian + hessian.T))
+    if eigenvalues[0] <= 0.0:
+        return None
+    whitened_gradient = (eigenvectors.T @ gradient) / np.sqrt(eigenvalues)
+    if np.linalg.norm(whitened_gradient) > MODE_TOLERANCE:
+        return None
+    return (eigenvectors / eigenvalues) @ eigenvectors.T
+
+
+def _gradient_differences(
+    counted: _CountedGradient, mode: np.ndarray, relative_step: float
+) -> np.ndarray:
+    """Central differences of ``grad U`` at ``mode``: the Hessian's rows (``2 d`` evaluations)."""
+    steps = relative_step * np.maximum(1.0, np.abs(mode))
+    hessian = np.empty((mode.shape[0], mode.shape[0]))
+    for i, step in enumerate(steps):
+        shift = np.zeros_like(mode)
+        shift[i] = step
+        hessian[i] = (counted(mode + shift)[1] - counted(mode - shift)[1]) / (2.0 * step)
+    return hessian
+
+
+def importance_check(
+    log_density: Callable[[np.ndarray], float],
+    laplace: LaplaceStart,
+    rng: np.random.Generator,
+    draws: int = IMPORTANCE_DRAWS,
+) -> tuple[LaplaceStart, float]:
+    """``laplace`` if its draws find the log density it predicts, else without its covariance.
+
+    Evaluates ``log_density`` (``-inf`` where the model fails) at ``draws`` draws of the
+    approximation; their log importance weights (exact log density minus the approximation's,
+    each relative to the mode) must spread by at most ``LOG_WEIGHT_SPREAD``. Returns the
+    approximation, with the evaluations added to ``n_evaluations``, and the spread.
+    """
+    if laplace.covariance is None:
+        return laplace, np.inf
+    try:
+        factor = linalg.cholesky(laplace.covariance, lower=True)
+    except np.linalg.LinAlgError:
+        return laplace._replace(covariance=None), np.inf
+    whitened = rng.standard_normal((draws, laplace.position.shape[0]))
+    positions = laplace.position + whitened @ factor.T
+    exact = np.array([log_density(position) for position in positions]) - laplace.logp
+    log_weights = exact + 0.5 * np.sum(whitened**2, axis=1)
+    spread = float(np.std(log_weights)) if np.all(np.isfinite(log_weights)) else np.inf
+    checked = laplace._replace(n_evaluations=laplace.n_evaluations + draws)
+    if spread > LOG_WEIGHT_SPREAD:
+        checked = checked._replace(covariance=None)
+    return checked, spread

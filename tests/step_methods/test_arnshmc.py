@@ -183,11 +183,13 @@ def test_pickles_with_its_learner_and_keeps_learning_after_unpickling():
     for _ in range(EXPLORATION + 5):
         point, _ = step.step(point)
     clone = pickle.loads(cloudpickle.dumps(step))
+    learned = []
     for draw in range(EXPLORATION + 5, 120):
         if draw == 100:
             clone.stop_tuning()
         point, stats = clone.step(point)
-    assert stats[0]["estimator_points"] > 100
+        learned.append(stats[0]["estimator_points"])
+    assert learned[-1] > learned[0] + 30  # about one point a learning draw
 
 
 @pytest.mark.parametrize(

@@ -203,19 +203,19 @@ def test_logp_by_the_joint_function_is_the_logp():
 
 # ----------------------------------------------------------------- a chain that gives way
 class SlowSurrogate(RandomNetworkSurrogate):
-    """A good network whose gradient at one point takes a millisecond: its draws cannot pay.
+    """A good network whose gradient at one point takes three milliseconds: its draws cannot pay.
 
     Rows (the simulations that choose the dynamics) stay fast.
     """
 
     def potential_and_gradient(self, position):
         if np.ndim(position) == 1:
-            time.sleep(1e-3)
+            time.sleep(3e-3)
         return super().potential_and_gradient(position)
 
     def gradient(self, position):
         if np.ndim(position) == 1:
-            time.sleep(1e-3)
+            time.sleep(3e-3)
         return super().gradient(position)
 
 
@@ -233,6 +233,7 @@ def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
             surrogate=SlowSurrogate(),
             safety_net=0.0,
             weigh_costs=True,
+            exploration_steps=200,  # NUTS's cost rests on enough effective draws to be trusted
         )
     told = [r.getMessage() for r in caplog.records if "does not pay" in r.getMessage()]
     assert len(told) == 1 and "exact NUTS" in told[0]

@@ -182,6 +182,8 @@ INVALID_SETTINGS = [
     ("weigh_costs", "yes"),
     ("weigh_costs", 1),
     ("tune_on_surrogate", "no"),
+    ("explore_from_mode", "yes"),
+    ("explore_from_mode", None),
 ]
 
 

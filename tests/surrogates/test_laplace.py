@@ -1,8 +1,15 @@
-"""The Laplace approximation from values: mode and covariance, without any gradient."""
+"""The Laplace approximation: mode and covariance from values alone, or from gradients."""
 
 import numpy as np
+import pytest
 
-from pymc_rnshmc.surrogates.laplace import laplace_start
+from pymc_rnshmc.surrogates.laplace import (
+    IMPORTANCE_DRAWS,
+    LOG_WEIGHT_SPREAD,
+    importance_check,
+    laplace_from_gradients,
+    laplace_start,
+)
 
 MEAN = np.array([1.0, -2.0, 0.5])
 COVARIANCE = np.array([[1.0, 0.45, 0.0], [0.45, 0.25, 0.05], [0.0, 0.05, 4.0]])
@@ -47,3 +54,99 @@ def test_keeps_the_start_when_the_search_finds_nothing_better():
     start = MEAN.copy()
     laplace = laplace_start(gaussian, start, gaussian(start))
     assert laplace.logp >= gaussian(start)
+
+
+def potential_and_gradient(x):
+    d = x - MEAN
+    return 0.5 * float(d @ PRECISION @ d), PRECISION @ d
+
+
+def test_from_gradients_recovers_the_mode_and_covariance_of_a_gaussian():
+    laplace = laplace_from_gradients(potential_and_gradient, np.zeros(3))
+    np.testing.assert_allclose(laplace.position, MEAN, atol=1e-4)
+    np.testing.assert_allclose(laplace.covariance, COVARIANCE, rtol=1e-6, atol=1e-8)
+    assert laplace.logp == pytest.approx(0.0, abs=1e-8)
+    assert laplace.n_evaluations >= 2 * 3  # the search, then two gradients a coordinate
+
+
+def test_from_gradients_in_single_precision_still_finds_the_covariance():
+    def single(x):
+        potential, gradient = potential_and_gradient(x.astype(np.float32).astype(float))
+        return np.float32(potential), gradient.astype(np.float32)
+
+    laplace = laplace_from_gradients(single, np.zeros(3), np.float32)
+    np.testing.assert_allclose(laplace.covariance, COVARIANCE, rtol=1e-2, atol=1e-3)
+
+
+def test_from_gradients_a_posterior_without_a_mode_gives_no_covariance():
+    def funnel_neck(x):  # U = x0 + 0.5 x1^2: falls for ever as x0 -> -inf
+        return x[0] + 0.5 * x[1] ** 2, np.array([1.0, x[1]])
+
+    laplace = laplace_from_gradients(funnel_neck, np.zeros(2))
+    assert laplace.covariance is None
+
+
+def test_from_gradients_a_saddle_gives_no_covariance():
+    def saddle(x):
+        return 0.5 * (x[0] ** 2 - x[1] ** 2), np.array([x[0], -x[1]])
+
+    assert laplace_from_gradients(saddle, np.zeros(2)).covariance is None
+
+
+def test_from_gradients_a_model_that_fails_in_places_still_finds_the_mode():
+    def failing(x):
+        if x[0] > 2.5:
+            return np.inf, np.full(3, np.nan)
+        return potential_and_gradient(x)
+
+    laplace = laplace_from_gradients(failing, np.array([2.0, 0.0, 0.0]))
+    np.testing.assert_allclose(laplace.position, MEAN, atol=1e-5)
+    assert laplace.covariance is not None
+
+
+def test_from_gradients_a_model_that_fails_everywhere_keeps_the_start():
+    def failing(x):
+        return np.inf, np.full(x.shape, np.nan)
+
+    start = np.array([0.5, 0.5, 0.5])
+    laplace = laplace_from_gradients(failing, start)
+    np.testing.assert_array_equal(laplace.position, start)
+    assert laplace.covariance is None and laplace.logp == -np.inf
+
+
+def test_importance_check_keeps_the_approximation_of_a_gaussian():
+    laplace = laplace_from_gradients(potential_and_gradient, np.zeros(3))
+    checked, spread = importance_check(gaussian, laplace, np.random.default_rng(1))
+    assert spread < 1e-4
+    np.testing.assert_array_equal(checked.covariance, laplace.covariance)
+    assert checked.n_evaluations == laplace.n_evaluations + IMPORTANCE_DRAWS
+    assert checked.n_gradients == laplace.n_gradients
+
+
+def funnel(x):
+    """Neal's funnel, ``v ~ N(0, 3)``, ``x_i ~ N(0, exp(v / 2))``: a mode at ``v = -18``."""
+    v, rest = x[0], x[1:]
+    return -(v**2) / 18.0 - 0.5 * rest.size * v - 0.5 * float(rest @ rest) * np.exp(-v)
+
+
+def funnel_potential_and_gradient(x):
+    v, rest = x[0], x[1:]
+    scaled = rest * np.exp(-v)
+    gradient = np.concatenate([[v / 9.0 + 0.5 * rest.size - 0.5 * float(rest @ scaled)], scaled])
+    return -funnel(x), gradient
+
+
+def test_importance_check_drops_a_mode_far_from_the_posteriors_mass():
+    laplace = laplace_from_gradients(funnel_potential_and_gradient, np.zeros(5))
+    assert laplace.covariance is not None and laplace.position[0] == pytest.approx(-18, abs=0.1)
+    checked, spread = importance_check(funnel, laplace, np.random.default_rng(1))
+    assert spread > LOG_WEIGHT_SPREAD and checked.covariance is None
+
+
+def test_importance_check_drops_an_approximation_whose_draws_fail():
+    def failing(x):
+        return -np.inf if x[0] > MEAN[0] + 1.0 else gaussian(x)
+
+    laplace = laplace_from_gradients(potential_and_gradient, np.zeros(3))
+    checked, spread = importance_check(failing, laplace, np.random.default_rng(1))
+    assert spread == np.inf and checked.covariance is None

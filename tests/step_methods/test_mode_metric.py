@@ -1,0 +1,175 @@
+"""The exploring NUTS from the mode: its metric, and how the explorer starts with it."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.step_methods.hmc.quadpotential import QuadPotentialDiagAdapt
+
+from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.step_methods.mode_metric import PRIOR_DRAWS, WhitenedDiagAdapt
+from tests.models import CORRELATED_COVARIANCE, CORRELATED_MEAN, correlated_normal
+
+COVARIANCE = np.array([[2.0, 0.9, 0.1], [0.9, 1.0, -0.3], [0.1, -0.3, 0.5]])
+MODE = np.array([1.0, -1.0, 0.5])
+
+
+def potential(dtype="float64") -> WhitenedDiagAdapt:
+    metric = WhitenedDiagAdapt(3, np.zeros(3, dtype), np.ones(3, dtype), 10, dtype=dtype)
+    metric.set_rng(np.random.default_rng(3))
+    metric.use_laplace(MODE, COVARIANCE)
+    return metric
+
+
+def test_until_given_a_mode_it_is_pymcs_diagonal_adaptation():
+    rng = np.random.default_rng(5)
+    ours = WhitenedDiagAdapt(3, np.zeros(3), np.ones(3), 10, rng=np.random.default_rng(1))
+    pymcs = QuadPotentialDiagAdapt(3, np.zeros(3), np.ones(3), 10, rng=np.random.default_rng(1))
+    for _ in range(250):
+        draw = rng.normal(size=3) * [1.0, 2.0, 3.0]
+        ours.update(draw, -draw, tune=True)
+        pymcs.update(draw, -draw, tune=True)
+    momentum = np.array([0.3, -1.2, 2.0])
+    np.testing.assert_array_equal(ours.velocity(momentum), pymcs.velocity(momentum))
+    assert ours.energy(momentum) == pymcs.energy(momentum)
+    np.testing.assert_array_equal(ours.random(), pymcs.random())
+    ours.use_laplace(MODE, COVARIANCE)
+    assert ours.whitened
+    ours.reset()
+    assert not ours.whitened
+
+
+def test_the_kinetic_energy_is_that_of_the_laplace_covariance():
+    metric, momentum = potential(), np.array([0.3, -1.2, 2.0])
+    np.testing.assert_allclose(metric.velocity(momentum), COVARIANCE @ momentum)
+    expected = 0.5 * momentum @ COVARIANCE @ momentum
+    assert metric.energy(momentum) == pytest.approx(expected)
+    out = np.empty(3)
+    assert metric.velocity_energy(momentum, out) == pytest.approx(expected)
+    np.testing.assert_allclose(out, COVARIANCE @ momentum)
+
+
+def test_momenta_are_drawn_with_the_inverse_covariance():
+    metric = potential()
+    momenta = np.array([metric.random() for _ in range(40_000)])
+    np.testing.assert_allclose(np.cov(momenta.T), np.linalg.inv(COVARIANCE), rtol=0.05, atol=0.05)
+
+
+def test_adaptation_corrects_the_scale_shrunk_toward_the_approximation():
+    """Draws four times wider than the approximation: the metric widens toward them."""
+    metric, rng = potential(), np.random.default_rng(4)
+    draws = rng.multivariate_normal(MODE, 4.0 * COVARIANCE, size=400)
+    for draw in draws:
+        metric.update(draw, np.zeros(3), tune=True)
+    scale = np.linalg.eigvals(np.linalg.solve(COVARIANCE, metric.covariance())).real
+    windowed = 101  # PyMC's window: the estimate holds about this many draws
+    shrunk = (windowed * 4.0 + PRIOR_DRAWS) / (windowed + PRIOR_DRAWS)
+    np.testing.assert_allclose(scale, shrunk, rtol=0.3)
+    frozen = metric.covariance()
+    metric.update(draws[0] + 10.0, np.zeros(3), tune=False)
+    np.testing.assert_array_equal(metric.covariance(), frozen)
+
+
+def test_single_precision_pickling_and_sampling_state():
+    metric = potential("float32")
+    assert metric.random().dtype == np.float32
+    assert metric.velocity(np.ones(3, dtype=np.float32)).dtype == np.float32
+    again = pickle.loads(pickle.dumps(metric))
+    np.testing.assert_allclose(again.covariance(), metric.covariance())
+    fresh = potential("float32")
+    fresh.reset()
+    fresh.sampling_state = metric.sampling_state  # the mode and factor travel with the state
+    assert fresh.whitened
+    np.testing.assert_allclose(fresh.covariance(), metric.covariance())
+
+
+def test_a_covariance_that_is_not_positive_definite_raises_and_changes_nothing():
+    metric = potential()
+    before = metric.covariance()
+    with pytest.raises(np.linalg.LinAlgError):
+        metric.use_laplace(np.zeros(3), -np.eye(3))
+    np.testing.assert_array_equal(metric.covariance(), before)
+
+
+def first_tuning_draws(model, **options):
+    with model:
+        step = RNSHMC(exploration_steps=30, weigh_costs=False, **options)
+        idata = pm.sample(
+            step=step,
+            tune=40,
+            draws=5,
+            chains=1,
+            random_seed=7,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
+    return step, idata.warmup_sample_stats
+
+
+def test_the_exploration_starts_at_the_mode_with_its_covariance():
+    step, stats = first_tuning_draws(correlated_normal())
+    explorer = step._explorer
+    assert explorer.nuts.potential.whitened
+    assert explorer.nuts.integrator._potential is explorer.nuts.potential
+    gradients = stats["n_gradient_evals"].values.ravel()
+    # the search's, the curvature's (2 d) and the importance check's (20), counted
+    assert gradients[0] > 2 * 2 + 20 + stats["n_steps"].values.ravel()[0]
+    variances, covariance, _ = explorer.metric()
+    assert variances is None
+    # no adaptation window has closed yet: the Laplace covariance itself
+    np.testing.assert_allclose(covariance, CORRELATED_COVARIANCE, rtol=1e-4, atol=1e-6)
+
+
+def test_a_second_call_searches_again_from_plain_nuts():
+    model = correlated_normal()
+    step, stats = first_tuning_draws(model)
+    first = stats["n_gradient_evals"].values.ravel()[0]
+    with model:
+        idata = pm.sample(
+            step=step,
+            tune=3,
+            draws=0,
+            chains=1,
+            random_seed=8,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
+    again = idata.warmup_sample_stats["n_gradient_evals"].values.ravel()[0]
+    assert again > 2 * 2 + 20 and first > 2 * 2 + 20
+    assert step._explorer.nuts.potential.whitened
+
+
+@pytest.mark.parametrize(
+    "options", [{"explore_from_mode": False}, {"scaling": np.ones(2)}], ids=["off", "users"]
+)
+def test_off_or_with_the_users_metric_nuts_explores_as_pymc_s(options):
+    step, stats = first_tuning_draws(correlated_normal(), **options)
+    assert not isinstance(step._explorer.nuts.potential, WhitenedDiagAdapt)
+    assert stats["n_gradient_evals"].values.ravel()[0] <= 2**10
+
+
+def neals_funnel() -> pm.Model:
+    with pm.Model() as model:
+        log_scale = pm.Normal("v", 0.0, 3.0)
+        pm.Normal("x", 0.0, pm.math.exp(log_scale / 2.0), shape=4)
+    return model
+
+
+def test_without_a_mode_nuts_explores_as_pymc_s():
+    """Neal's funnel rises for ever down its neck: no mode, so PyMC's diagonal metric."""
+    step, stats = first_tuning_draws(neals_funnel())
+    assert not step._explorer.nuts.potential.whitened
+    assert stats["n_gradient_evals"].values.ravel()[0] > 20  # the search was made and counted
+
+
+def test_the_search_starts_from_the_chains_start_and_stays_reproducible():
+    _, first = first_tuning_draws(correlated_normal())
+    _, again = first_tuning_draws(correlated_normal())
+    np.testing.assert_array_equal(first["lp"].values, again["lp"].values)
+    assert np.all(np.isfinite(first["lp"].values))
+    assert CORRELATED_MEAN.shape == (2,)
