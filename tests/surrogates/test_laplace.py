@@ -150,3 +150,19 @@ def test_importance_check_drops_an_approximation_whose_draws_fail():
     laplace = laplace_from_gradients(potential_and_gradient, np.zeros(3))
     checked, spread = importance_check(failing, laplace, np.random.default_rng(1))
     assert spread == np.inf and checked.covariance is None
+
+
+def test_from_gradients_newton_steps_finish_a_search_that_stopped_short(monkeypatch):
+    """A scale parameter's potential, ``50 s + 50 exp(-2 s)``: mode at ``s = log(2) / 2``."""
+    import pymc_rnshmc.surrogates.laplace as laplace
+
+    def scale_and_location(x):
+        s, m = x
+        potential = 50.0 * s + 50.0 * np.exp(-2.0 * s) + 0.5 * (m - 1.0) ** 2
+        return potential, np.array([50.0 - 100.0 * np.exp(-2.0 * s), m - 1.0])
+
+    monkeypatch.setattr(laplace, "GRADIENT_SEARCH_EVALUATIONS", 2)  # L-BFGS stops at once
+    monkeypatch.setattr(laplace, "GRADIENT_SEARCH_PER_DIMENSION", 0)
+    found = laplace_from_gradients(scale_and_location, np.array([2.0, 0.0]))
+    np.testing.assert_allclose(found.position, [np.log(2.0) / 2.0, 1.0], atol=1e-3)
+    np.testing.assert_allclose(found.covariance, np.diag([1.0 / 100.0, 1.0]), rtol=1e-2)
