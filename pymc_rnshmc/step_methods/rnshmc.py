@@ -104,8 +104,10 @@ class RNSHMC(SurrogateHMC):
         length, which PyMC 5 does not tell a step (there it has no effect). ``False``: every
         surrogate draw of tuning has the exact test. Default ``True``.
     explore_from_mode : bool
-        The exploring NUTS's first draw first searches the posterior's mode (L-BFGS, then
-        ``2 d`` gradients for the curvature there) and, where it finds one, starts there with a
+        The exploring NUTS's first draw first searches the posterior's mode (L-BFGS, finished
+        by Newton steps; ``2 d`` gradients for the curvature) and, where it finds one and 20
+        draws of the Laplace approximation there find the density it predicts (log importance
+        weights that spread by at most one nat), starts there with a
         metric adapted around the Laplace approximation's covariance, which a correlated
         posterior needs and PyMC's diagonal metric cannot give
         (:mod:`~pymc_rnshmc.step_methods.mode_metric`). Where there is no mode (a centred

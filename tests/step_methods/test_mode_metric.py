@@ -94,20 +94,26 @@ def test_a_covariance_that_is_not_positive_definite_raises_and_changes_nothing()
     np.testing.assert_array_equal(metric.covariance(), before)
 
 
-def first_tuning_draws(model, **options):
+def tuning_stats(model, step, tune: int = 40, seed: int = 7):
+    """The tuning draws' stats of one chain of ``tune`` tuning draws (and five kept)."""
     with model:
-        step = RNSHMC(exploration_steps=30, weigh_costs=False, **options)
         idata = pm.sample(
             step=step,
-            tune=40,
+            tune=tune,
             draws=5,
             chains=1,
-            random_seed=7,
+            random_seed=seed,
             progressbar=False,
             compute_convergence_checks=False,
             discard_tuned_samples=False,
         )
-    return step, idata.warmup_sample_stats
+    return idata.warmup_sample_stats
+
+
+def first_tuning_draws(model, **options):
+    with model:
+        step = RNSHMC(exploration_steps=30, weigh_costs=False, **options)
+    return step, tuning_stats(model, step)
 
 
 def test_the_exploration_starts_at_the_mode_with_its_covariance():
@@ -128,18 +134,7 @@ def test_a_second_call_searches_again_from_plain_nuts():
     model = correlated_normal()
     step, stats = first_tuning_draws(model)
     first = stats["n_gradient_evals"].values.ravel()[0]
-    with model:
-        idata = pm.sample(
-            step=step,
-            tune=3,
-            draws=0,
-            chains=1,
-            random_seed=8,
-            progressbar=False,
-            compute_convergence_checks=False,
-            discard_tuned_samples=False,
-        )
-    again = idata.warmup_sample_stats["n_gradient_evals"].values.ravel()[0]
+    again = tuning_stats(model, step, tune=3, seed=8)["n_gradient_evals"].values.ravel()[0]
     assert again > 2 * 2 + 20 and first > 2 * 2 + 20
     assert step._explorer.nuts.potential.whitened
 
