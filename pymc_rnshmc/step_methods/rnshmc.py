@@ -110,9 +110,10 @@ class RNSHMC(SurrogateHMC):
         weights that spread by at most one nat), starts there with a
         metric adapted around the Laplace approximation's covariance, which a correlated
         posterior needs and PyMC's diagonal metric cannot give
-        (:mod:`~pymc_rnshmc.step_methods.mode_metric`). Where there is no mode (a centred
-        funnel) or a metric of the user's is given (``scaling``, ``potential``), NUTS explores
-        as PyMC's would. Counted in the first draw's evaluations. Default ``True``.
+        (:mod:`~pymc_rnshmc.step_methods.mode_metric`). Where there is no mode, where the
+        approximation fails the check (Neal's funnel, whose mode is at the bottom of its neck)
+        or where a metric of the user's is given (``scaling``, ``potential``), NUTS explores as
+        PyMC's would. Counted in the first draw's evaluations. Default ``True``.
     dynamics : {"hmc", "nuts"}
         ``"hmc"``: the fixed-length leapfrog described above. ``"nuts"``: each draw runs a
         complete NUTS transition on the surrogate Hamiltonian (its own no-U-turn criterion,
