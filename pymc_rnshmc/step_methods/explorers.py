@@ -64,8 +64,8 @@ def new_explorer(
     """The chain's exact sampler: PyMC's NUTS, or a random walk for a model without gradients.
 
     NUTS shares the step's compiled ``function``, and its leapfrog fails and is limited in time
-    as the exact model is. With ``from_mode`` and no metric of the user's (``scaling`` or
-    ``potential``), it starts tuning at the mode with the curvature's metric, where there is one.
+    as the exact model is. With ``from_mode`` it starts tuning at the mode with the curvature's
+    metric, where there is one (see :class:`NUTSExplorer`).
     """
     dual_averaging = tuple(nuts_option(nuts_options, name) for name in ("gamma", "k", "t0"))
     if exact_model.has_gradient:
@@ -73,10 +73,7 @@ def new_explorer(
         def guard(function):
             return GuardedLogpGradient(exact_model.limited(function), exact_model.failures)
 
-        users_metric = {"scaling", "potential"} & set(nuts_options)
-        find_mode = None
-        if from_mode and not users_metric:
-            find_mode = functools.partial(search_mode, sampler, exact_model)
+        find_mode = functools.partial(search_mode, sampler, exact_model) if from_mode else None
         return NUTSExplorer(vars, function, guard, dual_averaging, find_mode, **nuts_options)
     _log.info(
         "%s: the model's logp has no gradient, so it explores with adaptive random-walk "
@@ -170,7 +167,8 @@ class NUTSExplorer(WithSamplingState):
         ``find_mode(x, rng) -> LaplaceStart``: a search from the chain's first position. If given,
         the first tuning draw moves to the mode it finds and adapts a metric around its
         covariance (:class:`~pymc_rnshmc.step_methods.mode_metric.WhitenedDiagAdapt`) instead
-        of PyMC's diagonal one from the identity; if it finds no mode, nothing changes.
+        of PyMC's diagonal one from the identity; if it finds no mode, nothing changes. Not
+        used with a metric of the user's (``scaling`` or ``potential``).
     **nuts_options
         Passed on to :class:`pymc.NUTS` (``model``, ``target_accept``, ``scaling``, ...).
 
@@ -194,9 +192,9 @@ class NUTSExplorer(WithSamplingState):
         self.nuts = _NUTSKeepingTheEnd(vars, logp_dlogp_func=function, **nuts_options)
         self.nuts.integrator._logp_dlogp_func = guard(self.nuts.integrator._logp_dlogp_func)
         self.dual_averaging = dual_averaging
-        self.find_mode = None
-        if find_mode is not None and type(self.nuts.potential) is QuadPotentialDiagAdapt:
-            self.find_mode = find_mode
+        users_metric = {"scaling", "potential"} & set(nuts_options)
+        self.find_mode = None if users_metric else find_mode
+        if self.find_mode is not None:  # PyMC's own metric: its diagonal adaptation
             potential = WhitenedDiagAdapt.like(self.nuts.potential)
             self.nuts.potential = self.nuts.integrator._potential = potential
         self._initial_adaptation = copy.deepcopy(self.nuts.step_adapt)

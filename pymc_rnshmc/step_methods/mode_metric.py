@@ -141,11 +141,6 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         whitened = self._factor.T @ x
         return 0.5 * whitened.dot(self._var * whitened)
 
-    def velocity_energy(self, x, v_out):
-        """``M^-1 p`` into ``v_out``, and the kinetic energy."""
-        self.velocity(x, out=v_out)
-        return 0.5 * np.dot(x, v_out)
-
     def random(self):
         """A momentum ``~ N(0, M)``: ``L^-T`` times a whitened one."""
         momentum = super().random()

@@ -11,7 +11,7 @@ from pymc.step_methods.hmc.quadpotential import QuadPotentialDiagAdapt
 
 from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.mode_metric import PRIOR_DRAWS, WhitenedDiagAdapt
-from tests.models import CORRELATED_COVARIANCE, CORRELATED_MEAN, correlated_normal
+from tests.models import CORRELATED_COVARIANCE, correlated_normal
 
 COVARIANCE = np.array([[2.0, 0.9, 0.1], [0.9, 1.0, -0.3], [0.1, -0.3, 0.5]])
 MODE = np.array([1.0, -1.0, 0.5])
@@ -167,4 +167,3 @@ def test_the_search_starts_from_the_chains_start_and_stays_reproducible():
     _, again = first_tuning_draws(correlated_normal())
     np.testing.assert_array_equal(first["lp"].values, again["lp"].values)
     assert np.all(np.isfinite(first["lp"].values))
-    assert CORRELATED_MEAN.shape == (2,)
