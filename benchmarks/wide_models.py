@@ -3,10 +3,18 @@
     python -m benchmarks.wide_models                                   # d = 20 .. 320, seed 1
     python -m benchmarks.wide_models --dims 20,40 --seeds 1,2 --output wide_models_small
     python -m benchmarks.wide_models --dims 10 --tune 200 --draws 200 --output smoke_wide_models
+    python -m benchmarks.wide_models --plot wide_models_mode,wide_models_mode_wide \
+        --figure docs/figures/wide-models-scaling.png    # the docs' figure, from result files
 
-The workload is :func:`pymc_rnshmc.workloads.correlated_logistic_regression` (20 000 rows, AR(1)
-correlated predictors). Per width, seed and sampler, one chain of ``--tune`` + ``--draws`` (one
-core, BLAS pinned to one thread), timed as a whole ``pm.sample`` call. The call is split by the
+The workload (``--workload``) is :func:`pymc_rnshmc.workloads.correlated_logistic_regression`
+(``logistic``, the default: 20 000 rows, AR(1) correlated predictors, ``--dims`` coefficients),
+:func:`~pymc_rnshmc.workloads.hierarchical_logistic_regression` (``hierarchical``: non-centred,
+20 000 rows in groups of unequal size, ``--dims`` groups, so ``groups + 6`` parameters), or the
+posteriordb ``mcycle_gp-accel_gp`` (``mcycle_gp``: 66 parameters, ``--dims`` ignored). The
+column ``d`` is always the number of parameters.
+
+Per width, seed and sampler, one chain of ``--tune`` + ``--draws`` (one core, BLAS pinned to one
+thread), timed as a whole ``pm.sample`` call. The call is split by the
 draws' own timers (``perf_counter_diff``, which include everything done inside a draw) and the
 ``phase`` stat:
 
@@ -43,17 +51,21 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import contextlib
 import functools
+import json
 import time
 
 import numpy as np
 
-from benchmarks.measure import run_metadata, write_results
+from benchmarks.measure import RESULTS, run_metadata, write_results
 from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.comparison import SamplerRun, comparison_table, run_sampler
 from pymc_rnshmc.comparison.runs import evaluations
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
-from pymc_rnshmc.workloads import correlated_logistic_regression
+from pymc_rnshmc.workloads import (
+    correlated_logistic_regression,
+    hierarchical_logistic_regression,
+)
 
 PHASES = {
     0: "exploring",
@@ -87,6 +99,22 @@ def timed_fits(record: list):
     finally:
         for name, original in originals.items():
             setattr(SurrogateWarmup, name, original)
+
+
+def motorcycle_gp(_width: int):
+    """The posteriordb ``mcycle_gp-accel_gp`` model (its width is fixed)."""
+    from benchmarks import posteriordb_table as pdb
+
+    data, _ = pdb.load_posterior("mcycle_gp-accel_gp", pdb.POSTERIORDB)
+    return pdb.POSTERIORS["mcycle_gp-accel_gp"](data)
+
+
+WORKLOADS = {
+    "logistic": correlated_logistic_regression,
+    "hierarchical": hierarchical_logistic_regression,
+    "mcycle_gp": motorcycle_gp,
+}
+"""``--workload``'s models, each built from the width ``--dims`` gives."""
 
 
 def sample(model, sampler: str, args, seed: int) -> tuple[SamplerRun, list]:
@@ -193,6 +221,7 @@ def measure(run: SamplerRun, fits: list, args) -> dict:
 
 
 COLUMNS = (
+    "workload",
     "d",
     "sampler",
     "seed",
@@ -229,7 +258,7 @@ def _cells(row: dict) -> list[str]:
     }
     cells = []
     for column in COLUMNS:
-        value = values.get(column, row.get(column))
+        value = values.get(column, row.get(column, "logistic" if column == "workload" else None))
         if isinstance(value, float):
             cells.append(f"{value:.3g}")
         else:
@@ -251,6 +280,69 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+PLOTTED = ("RNSHMC", "RNSHMC from jitter", "nutpie low-rank", "nutpie", "NUTS dense", "NUTS")
+"""Samplers drawn by :func:`plot`, where the result files have them."""
+
+
+def _per_second(row: dict, kind: str) -> float:
+    """Whole-call min ``kind`` ESS per second."""
+    return row[f"{kind} ESS / draw"] * 1000.0 / row["whole call s"]
+
+
+def plot(names: list[str], figure: str) -> None:
+    """Whole-call ESS per second against ``d`` (medians over seeds), and RNSHMC's ratio to the
+    strongest baseline of each width and seed, from the result files ``names``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [
+        row for name in names for row in json.loads((RESULTS / f"{name}.json").read_text())["runs"]
+    ]
+    runs = [row for row in runs if row.get("workload", "logistic") == "logistic"]
+    fig, (speed, ratio) = plt.subplots(1, 2, figsize=(10, 4))
+    for sampler in PLOTTED:
+        mine = [row for row in runs if row["sampler"] == sampler]
+        dims = sorted({row["d"] for row in mine})
+        if not dims:
+            continue
+        tail = [np.median([_per_second(r, "tail") for r in mine if r["d"] == d]) for d in dims]
+        speed.plot(dims, tail, "o-", label=sampler)
+    speed.set(xscale="log", yscale="log", xlabel="parameters d", ylabel="tail ESS / s, whole call")
+    speed.legend(fontsize=8)
+    for kind, marker in (("bulk", "o"), ("tail", "s")):
+        points = []
+        for row in runs:
+            if row["sampler"] != "RNSHMC":
+                continue
+            rivals = [
+                _per_second(r, kind)
+                for r in runs
+                if r["d"] == row["d"] and r["seed"] == row["seed"] and r["sampler"] in BACKENDS
+            ]
+            if rivals:
+                points.append((row["d"], _per_second(row, kind) / max(rivals)))
+        if points:
+            ratio.plot(*zip(*points), marker, label=f"{kind} ESS", alpha=0.8)
+    ratio.axhline(1.0, color="grey", lw=0.8)
+    ratio.plot([80, 160], [5, 3], "k_", markersize=18, label="the issue's targets")
+    ratio.set(
+        xscale="log",
+        xlabel="parameters d",
+        ylabel="RNSHMC / strongest baseline",
+        ylim=(0, None),
+    )
+    ratio.legend(fontsize=8)
+    widths = sorted({row["d"] for row in runs})
+    for axis in (speed, ratio):
+        axis.set_xticks(widths, [str(d) for d in widths])
+        axis.minorticks_off()
+    fig.suptitle("Correlated logistic regression, 1000 + 1000 draws, one chain (PyMC 6)")
+    fig.tight_layout()
+    fig.savefig(figure, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dims", default="20,40,80,160,320")
@@ -258,16 +350,24 @@ def main() -> None:
     parser.add_argument("--samplers", default="RNSHMC,NUTS dense")
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--workload", default="logistic", choices=sorted(WORKLOADS))
     parser.add_argument("--output", default="wide_models")
+    parser.add_argument("--plot", help="result files to draw (comma-separated), no runs")
+    parser.add_argument("--figure", default="docs/figures/wide-models-scaling.png")
     args = parser.parse_args()
+    if args.plot:
+        plot(args.plot.split(","), args.figure)
+        return
     meta = run_metadata(**vars(args))
     rows = []
-    for dim in (int(d) for d in args.dims.split(",")):
-        model = correlated_logistic_regression(dim)
+    for width in (int(d) for d in args.dims.split(",")):
+        model = WORKLOADS[args.workload](width)
+        dim = sum(int(np.size(value)) for value in model.initial_point().values())
         for seed in (int(s) for s in args.seeds.split(",")):
             for sampler in args.samplers.split(","):
                 run, fits = sample(model, sampler, args, seed)
-                row = {"d": dim, "sampler": sampler, "seed": seed} | measure(run, fits, args)
+                row = {"workload": args.workload, "d": dim, "sampler": sampler, "seed": seed}
+                row |= measure(run, fits, args)
                 rows.append(row)
                 print(" | ".join(_cells(row)), flush=True)
                 write_results(args.output, {**meta, "runs": rows}, markdown(rows, meta))

@@ -28,6 +28,8 @@ from pymc_rnshmc.workloads.sleeping import sleeping_covariance, sleeping_normal
 from pymc_rnshmc.workloads.wide import (
     correlated_logistic_regression,
     correlated_logistic_regression_data,
+    hierarchical_logistic_regression,
+    hierarchical_logistic_regression_data,
 )
 
 __all__ = [
@@ -44,6 +46,8 @@ __all__ = [
     "eight_schools_centered",
     "eight_schools_noncentered",
     "gaussian_process",
+    "hierarchical_logistic_regression",
+    "hierarchical_logistic_regression_data",
     "logistic_regression",
     "logistic_regression_data",
     "neals_funnel",

@@ -5,6 +5,8 @@ import numpy as np
 from pymc_rnshmc.workloads import (
     correlated_logistic_regression,
     correlated_logistic_regression_data,
+    hierarchical_logistic_regression,
+    hierarchical_logistic_regression_data,
 )
 
 
@@ -23,3 +25,23 @@ def test_the_model_has_one_coefficient_per_column():
     point = model.initial_point()
     assert point["beta"].shape == (5,)
     assert np.isfinite(model.compile_logp()(point))
+
+
+def test_the_hierarchical_groups_are_unequal_and_every_one_is_observed():
+    data = hierarchical_logistic_regression_data(50, n_obs=5_000)
+    sizes = np.bincount(data["group"], minlength=50)
+    assert sizes.sum() == 5_000 and sizes.min() >= 2
+    assert sizes.max() > 10 * sizes.min()
+    assert data["offsets"].shape == (50,) and set(np.unique(data["responses"])) == {0, 1}
+
+
+def test_the_hierarchical_model_has_a_parameter_per_group():
+    model = hierarchical_logistic_regression(12, n_obs=600, n_predictors=3)
+    point = model.initial_point()
+    assert point["z"].shape == (12,) and point["beta"].shape == (3,)
+    assert sum(np.size(v) for v in point.values()) == 12 + 3 + 2
+    assert np.isfinite(model.compile_logp()(point))
+    np.testing.assert_array_equal(
+        hierarchical_logistic_regression_data(12, n_obs=600, n_predictors=3)["group"],
+        hierarchical_logistic_regression_data(12, n_obs=600, n_predictors=3)["group"],
+    )
