@@ -1,6 +1,6 @@
 """Exactness of RNSHMC's default on the wide logistic regression, against an independent reference.
 
-    python -m benchmarks.wide_exactness                          # d = 80, 160; seeds 1, 2; ~40 min
+    python -m benchmarks.wide_exactness                          # d = 80, 160; seeds 1, 2; ~30 min
     python -m benchmarks.wide_exactness --dims 20 --seeds 1 --draws 500 --n 200 --output smoke
 
 The reference is :class:`tests.logistic_reference.LogisticPosterior`: the posterior of

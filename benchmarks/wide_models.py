@@ -36,7 +36,7 @@ plus the kept draws scaled), the surrogate's fit (units, held-out error), and it
 (``init="jitter+adapt_full"``) is the baseline: its tuning counts as exploring; ``--samplers`` can
 add ``NUTS`` (PyMC's, diagonal mass matrix), ``nutpie`` and ``nutpie low-rank`` (whole call and
 ESS only: nutpie reports no parts), and ``RNSHMC from jitter`` (``explore_from_mode=False``: the
-exploring NUTS starts as PyMC's does).
+exploring NUTS starts as PyMC's does) and ``RNSHMC nuts`` (``dynamics="nuts"``).
 
 Results go to ``benchmarks/results/<output>.{json,md}`` after every run.
 """
@@ -146,7 +146,10 @@ BACKENDS = {
     "nutpie low-rank": "nutpie",
 }
 """The baselines by name (``NUTS`` has PyMC's diagonal mass matrix)."""
-STEPS = {"RNSHMC from jitter": functools.partial(RNSHMC, explore_from_mode=False)}
+STEPS = {
+    "RNSHMC from jitter": functools.partial(RNSHMC, explore_from_mode=False),
+    "RNSHMC nuts": functools.partial(RNSHMC, dynamics="nuts"),
+}
 """Surrogate samplers other than RNSHMC's defaults (any name not listed is RNSHMC)."""
 OPTIONS = {
     "NUTS dense": {"init": "jitter+adapt_full"},

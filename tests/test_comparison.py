@@ -335,3 +335,14 @@ def test_bad_settings_get_clear_errors(options, error, message):
     with independent_normal():
         with pytest.raises(error, match=message):
             compare_samplers(tune=50, draws=20, chains=1, progressbar=False, **options)
+
+
+def test_a_coordinate_no_chain_moved_in_has_no_effective_draws():
+    rng = np.random.default_rng(3)
+    draws = rng.normal(size=(2, 200, 3))
+    draws[:, :, 1] = 0.5  # stuck at its start in both chains
+    draws[0, :, 2] = -1.0  # stuck in one chain only: ArviZ's own estimate stands
+    for method in ("bulk", "tail"):
+        ess = coordinate_ess(draws, method)
+        assert ess[1] == 0.0
+        assert ess[0] > 100 and 0 < ess[2] < 400

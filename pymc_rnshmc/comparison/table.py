@@ -66,10 +66,17 @@ def coordinate_ess(draws: np.ndarray, method: str = "bulk") -> np.ndarray:
     Returns
     -------
     ndarray
-        One ESS per coordinate (NaN where ArviZ gives none, as for a constant coordinate).
+        One ESS per coordinate; 0 where no chain moved in that coordinate. ArviZ gives a
+        constant coordinate the number of draws as its ESS (0.23 and 1.x alike), which would
+        rate a chain stuck at its start, every draw divergent, as a perfect sampler (nutpie
+        with its low-rank mass matrix on posteriordb ``mcycle_gp-accel_gp``, seed 1: step size
+        1e-199, 1000 divergences, ESS 1000).
     """
-    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), np.asarray(draws, dtype=float))})
-    return np.asarray(az.ess(dataset, method=method)["x"].values, dtype=float)
+    draws = np.asarray(draws, dtype=float)
+    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), draws)})
+    ess = np.asarray(az.ess(dataset, method=method)["x"].values, dtype=float)
+    stuck = np.all(draws == draws[:, :1], axis=(0, 1))
+    return np.where(stuck, 0.0, ess)
 
 
 def posterior_moments(trace) -> tuple[np.ndarray, np.ndarray]:
