@@ -1,0 +1,207 @@
+"""The results table at the top of ``docs/benchmarks.md``, generated from the result files.
+
+    python -m benchmarks.results_table            # print the table
+    python -m benchmarks.results_table --write    # replace it in docs/benchmarks.md
+
+Every row is one workload (and width) of a result file in :data:`SOURCES`, measured with the
+current defaults. Per seed, the strongest baseline is the PyMC NUTS or nutpie run with the most
+min(bulk, tail) ESS per second of the whole call; RNSHMC's bulk and tail ESS per second of the
+whole call are divided by that run's. Shown are the medians over seeds (and their range when
+there are several), the whole call of both, and the exact logps each needed for a min(bulk, tail)
+ESS of 1000. A baseline whose every draw was rejected (acceptance 0: it never moved) counts as
+no ESS at all. ``tests/test_results_table.py`` checks that the page holds what this script
+makes of the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+PAGE = Path(__file__).parents[1] / "docs" / "benchmarks.md"
+START, END = "<!-- results-table:start -->", "<!-- results-table:end -->"
+
+SOURCES = (
+    ("wide_models_mode", "python -m benchmarks.wide_models --dims 20,40,80 --seeds 1,2"),
+    ("wide_models_mode_wide", "python -m benchmarks.wide_models --dims 160,320"),
+    ("wide_models_hierarchical", "python -m benchmarks.wide_models --workload hierarchical"),
+    ("wide_models_mcycle_gp", "python -m benchmarks.wide_models --workload mcycle_gp"),
+    ("economy_check_mode", "python -m benchmarks.economy --split check"),
+    ("economy_check_again_mode", "python -m benchmarks.economy --split check_again"),
+)
+"""Result files and the command behind each (its section in the page gives every option)."""
+BASELINES = ("NUTS", "NUTS dense", "nutpie", "nutpie low-rank")
+SURROGATE = "RNSHMC"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of one sampler, as both kinds of result file give it."""
+
+    workload: str
+    d: int | None
+    sampler: str
+    seed: int
+    seconds: float
+    bulk: float
+    tail: float
+    logps: float
+
+    def per_second(self, kind: str) -> float:
+        return getattr(self, kind) / self.seconds
+
+    @property
+    def least(self) -> float:
+        return min(self.bulk, self.tail) / self.seconds
+
+
+def wide_runs(results: dict) -> list[Run]:
+    """Runs of a ``benchmarks.wide_models`` file (ESS there is per kept draw)."""
+    draws = results["draws"]
+    runs = []
+    for row in results["runs"]:
+        moved = row.get("accept", 1.0) != 0.0
+        runs.append(
+            Run(
+                workload=row.get("workload", "logistic"),
+                d=row["d"],
+                sampler=row["sampler"],
+                seed=row["seed"],
+                seconds=row["whole call s"],
+                bulk=row["bulk ESS / draw"] * draws if moved else 0.0,
+                tail=row["tail ESS / draw"] * draws if moved else 0.0,
+                logps=row["logps to ESS 1000"] if moved else np.inf,
+            )
+        )
+    return runs
+
+
+def economy_runs(results: dict) -> list[Run]:
+    """Runs of a ``benchmarks.economy`` file."""
+    return [
+        Run(
+            workload=row["workload"],
+            d=None,
+            sampler=row["sampler"],
+            seed=row["seed"],
+            seconds=row["call s"],
+            bulk=row["bulk ESS"],
+            tail=row["tail ESS"],
+            logps=row["logps to ESS 1000"],
+        )
+        for workload in results["workloads"].values()
+        for row in workload["runs"]
+    ]
+
+
+def load(name: str) -> tuple[list[Run], str]:
+    """A result file's runs and its date."""
+    results = json.loads((RESULTS / f"{name}.json").read_text())
+    if "workloads" in results:
+        return economy_runs(results), results["meta"]["date"]
+    return wide_runs(results), results["date"]
+
+
+def _spread(values: list[float], digits: str = ".2g") -> str:
+    middle = f"{np.median(values):{digits}}x"
+    if len(values) == 1:
+        return middle
+    return f"{middle} ({min(values):{digits}}-{max(values):{digits}})"
+
+
+def _count(value: float) -> str:
+    if not np.isfinite(value):
+        return "-"
+    return f"{value / 1e6:.3g}M" if value >= 1e6 else f"{value / 1e3:.3g}k"
+
+
+def rows_of(runs: list[Run]) -> list[list[str]]:
+    """One row per workload and width with a surrogate run and a baseline run of its seeds."""
+    rows = []
+    for workload, d in dict.fromkeys((r.workload, r.d) for r in runs):
+        mine = [r for r in runs if (r.workload, r.d) == (workload, d)]
+        ratios, baselines, pairs = {"bulk": [], "tail": []}, [], []
+        for seed in sorted({r.seed for r in mine}):
+            ours = [r for r in mine if r.seed == seed and r.sampler == SURROGATE]
+            theirs = [r for r in mine if r.seed == seed and r.sampler in BASELINES]
+            if not ours or not theirs:
+                continue
+            best = max(theirs, key=lambda r: r.least)
+            baselines.append(best.sampler)
+            pairs.append((ours[0], best))
+            for kind in ratios:
+                ratios[kind].append(ours[0].per_second(kind) / best.per_second(kind))
+        if not pairs:
+            continue
+        ours, best = zip(*pairs, strict=True)
+        rows.append(
+            [
+                workload,
+                "-" if d is None else str(d),
+                ", ".join(sorted(set(baselines))),
+                f"{np.median([r.seconds for r in ours]):.3g} / "
+                f"{np.median([r.seconds for r in best]):.3g}",
+                _spread(ratios["bulk"]),
+                _spread(ratios["tail"]),
+                f"{_count(np.median([r.logps for r in ours]))} / "
+                f"{_count(np.median([r.logps for r in best]))}",
+                str(len(pairs)),
+            ]
+        )
+    return rows
+
+
+HEADER = (
+    "workload",
+    "d",
+    "strongest baseline",
+    "whole call s: RNSHMC / baseline",
+    "bulk ESS/s vs baseline",
+    "tail ESS/s vs baseline",
+    "exact logps to ESS 1000: RNSHMC / baseline",
+    "seeds",
+    "source",
+)
+
+
+def table() -> str:
+    """The markdown table, one row per workload and width, with its source and date."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    commands = []
+    for name, command in SOURCES:
+        runs, date = load(name)
+        for row in rows_of(runs):
+            lines.append("| " + " | ".join([*row, f"`{name}` ({date})"]) + " |")
+        commands.append(f"- `{name}`: `{command}`")
+    return "\n".join([*lines, "", *commands]) + "\n"
+
+
+def block() -> str:
+    """The table between the page's markers."""
+    return f"{START}\n{table()}{END}"
+
+
+def write(page: Path = PAGE) -> None:
+    text = page.read_text()
+    before, rest = text.split(START, 1)
+    _, after = rest.split(END, 1)
+    page.write_text(before + block() + after)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help=f"replace the table in {PAGE}")
+    args = parser.parse_args()
+    if args.write:
+        write()
+    else:
+        print(table())
+
+
+if __name__ == "__main__":
+    main()

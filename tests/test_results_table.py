@@ -1,0 +1,53 @@
+"""The results table of docs/benchmarks.md: what benchmarks/results_table.py makes of the files."""
+
+import json
+
+import numpy as np
+
+from benchmarks import results_table
+from benchmarks.results_table import Run, rows_of, wide_runs
+
+
+def test_the_page_holds_the_table_the_result_files_give():
+    page = results_table.PAGE.read_text()
+    assert results_table.block() in page
+
+
+def _run(sampler, seed, seconds, bulk, tail):
+    return Run("w", 3, sampler, seed, seconds, bulk, tail, 1000.0 * seconds)
+
+
+def test_each_seed_is_compared_with_its_strongest_baseline():
+    runs = [
+        _run("RNSHMC", 1, 1.0, 400.0, 200.0),
+        _run("NUTS", 1, 2.0, 400.0, 400.0),  # 200 a second at worst: the strongest
+        _run("nutpie", 1, 1.0, 1000.0, 100.0),  # 100
+        _run("RNSHMC", 2, 1.0, 300.0, 300.0),
+        _run("nutpie", 2, 1.0, 100.0, 100.0),
+    ]
+    (row,) = rows_of(runs)
+    assert row[2] == "NUTS, nutpie"
+    # bulk: 400 / 200 = 2 and 300 / 100 = 3; tail: 200 / 200 = 1 and 3
+    assert row[4] == "2.5x (2-3)" and row[5] == "2x (1-3)"
+    assert row[-1] == "2"
+
+
+def test_a_baseline_that_never_moved_has_no_effective_draws():
+    results = {
+        "draws": 1000,
+        "runs": [
+            {
+                "d": 4,
+                "sampler": s,
+                "seed": 1,
+                "whole call s": 1.0,
+                "bulk ESS / draw": 1.0,
+                "tail ESS / draw": 1.0,
+                "logps to ESS 1000": 2000.0,
+                "accept": a,
+            }
+            for s, a in (("RNSHMC", 0.9), ("nutpie low-rank", 0.0))
+        ],
+    }
+    stuck = wide_runs(json.loads(json.dumps(results)))[1]
+    assert stuck.bulk == 0.0 and stuck.tail == 0.0 and not np.isfinite(stuck.logps)
