@@ -73,6 +73,20 @@ def write_results(name: str, results: dict, markdown: str) -> None:
     (RESULTS / f"{name}.md").write_text(markdown)
 
 
+def cell(value) -> str:
+    """A result table's cell: floats to three significant digits, ``None`` as a dash."""
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return "-" if value is None else str(value)
+
+
+def markdown_table(rows: list[dict], columns: tuple[str, ...]) -> list[str]:
+    """The lines of a markdown table of ``rows`` (dicts) in ``columns`` (``|`` escaped there)."""
+    header = (column.replace("|", "\\|") for column in columns)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in rows]
+
+
 def measurements(runs: dict[str, SamplerRun], reference: str | None = None) -> dict[str, dict]:
     """Each run's row of the package's comparison table, under the result files' keys.
 

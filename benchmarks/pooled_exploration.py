@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from benchmarks.measure import RESULTS, run_metadata, write_results
+from benchmarks.measure import RESULTS, cell, run_metadata, write_results
 from benchmarks.start_rules import CHECK, TUNE, Posterior, posterior_named
 from pymc_rnshmc import RNSHMC, PooledSurrogate
 from pymc_rnshmc.comparison import comparison_table, run_sampler
@@ -157,12 +157,6 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _format(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return "-" if value is None else str(value)
-
-
 def table(rows: list[dict]) -> list[str]:
     if not rows:
         return []
@@ -171,7 +165,7 @@ def table(rows: list[dict]) -> list[str]:
         "| " + " | ".join(k.replace("|", "\\|") for k in keys) + " |",
         "|---" * len(keys) + "|",
     ]
-    return lines + ["| " + " | ".join(_format(r[k]) for k in keys) + " |" for r in rows]
+    return lines + ["| " + " | ".join(cell(r[k]) for k in keys) + " |" for r in rows]
 
 
 def markdown(rows: list[dict], meta: dict) -> str:

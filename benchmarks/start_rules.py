@@ -50,7 +50,7 @@ import numpy as np
 import pymc as pm
 
 from benchmarks import posteriordb_table as pdb
-from benchmarks.measure import run_metadata, write_results
+from benchmarks.measure import cell, run_metadata, write_results
 from benchmarks.trust_battery import REFERENCES as BATTERY
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate, SurrogateWarning
 from pymc_rnshmc.comparison import comparison_table, run_sampler
@@ -320,17 +320,11 @@ def markdown(rows: list[dict], meta: dict) -> str:
         "| " + " | ".join(key.replace("|", "\\|") for key in keys) + " |",
         "|" + "---|" * len(keys),
     ]
-    lines += ["| " + " | ".join(_format(v[k]) for k in keys) + " |" for v in summary]
+    lines += ["| " + " | ".join(cell(v[k]) for k in keys) + " |" for v in summary]
     header = " | ".join(column.replace("|", "\\|") for column in COLUMNS)
     lines += ["", f"| {header} |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_format(row[c]) for c in COLUMNS) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(row[c]) for c in COLUMNS) + " |" for row in rows]
     return "\n".join(lines) + "\n"
-
-
-def _format(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return "-" if value is None else str(value)
 
 
 def main() -> None:
@@ -367,7 +361,7 @@ def main() -> None:
                 z_against_explored(rows)
                 row = rows[-1]
                 print(
-                    " | ".join(_format(row[c]) for c in COLUMNS)
+                    " | ".join(cell(row[c]) for c in COLUMNS)
                     + f" ({time.perf_counter() - started:.0f} s)",
                     flush=True,
                 )

@@ -37,7 +37,7 @@ import pymc as pm
 import xarray as xr
 from scipy import stats
 
-from benchmarks.measure import run_metadata, write_results
+from benchmarks.measure import cell, markdown_table, run_metadata, write_results
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate, SurrogateWarning
 
 WRONG = 5.0
@@ -261,7 +261,7 @@ def main() -> None:
             for seed in (int(s) for s in args.seeds.split(",")):
                 row = run(reference, dynamics, seed, args)
                 rows.append(row)
-                print(" | ".join(_format(row[c]) for c in columns), flush=True)
+                print(" | ".join(cell(row[c]) for c in columns), flush=True)
                 write_results(
                     args.output,
                     {"metadata": run_metadata(**vars(args)), "runs": rows},
@@ -270,8 +270,7 @@ def main() -> None:
 
 
 def _markdown(rows: list[dict], columns: tuple[str, ...]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_format(row[c]) for c in columns) + " |" for row in rows]
+    lines = markdown_table(rows, columns)
     wrong = sum(row["wrong"] for row in rows)
     confident = sum(row["confident wrong"] for row in rows)
     summary = (
@@ -279,12 +278,6 @@ def _markdown(rows: list[dict], columns: tuple[str, ...]) -> str:
         f"{confident} of them unflagged.\n"
     )
     return "\n".join(lines) + "\n" + summary
-
-
-def _format(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
 
 
 if __name__ == "__main__":

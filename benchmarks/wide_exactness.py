@@ -45,7 +45,7 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 
-from benchmarks.measure import run_metadata, write_results
+from benchmarks.measure import cell, markdown_table, run_metadata, write_results
 from pymc_rnshmc import RNSHMC
 from tests.logistic_reference import LogisticPosterior
 from tests.stationarity import Z_LIMIT, run_stationarity
@@ -180,7 +180,7 @@ def main() -> None:
                 "pool": len(posterior.pool),
                 "effective pool": posterior.effective_pool,
             }
-            print(" | ".join(_format(row[c]) for c in COLUMNS), flush=True)
+            print(" | ".join(cell(row[c]) for c in COLUMNS), flush=True)
             write_results(
                 args.output,
                 {"metadata": run_metadata(**vars(args)), "references": references, "runs": rows},
@@ -189,20 +189,12 @@ def main() -> None:
 
 
 def _markdown(rows: list[dict], references: dict) -> str:
-    header = (column.replace("|", "\\|") for column in COLUMNS)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_format(row[c]) for c in COLUMNS) + " |" for row in rows]
     notes = [
         f"- d = {dim}: {ref['pool']} proposals, effective size {ref['effective pool']:.0f}"
         for dim, ref in references.items()
     ]
+    lines = markdown_table(rows, COLUMNS)
     return "\n".join(lines) + "\n\nReference pools:\n" + "\n".join(notes) + "\n"
-
-
-def _format(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
 
 
 if __name__ == "__main__":
