@@ -1,7 +1,7 @@
 """The results table at the top of ``docs/benchmarks.md``, generated from the result files.
 
     python -m benchmarks.results_table            # print the table
-    python -m benchmarks.results_table --write    # replace it in docs/benchmarks.md
+    python -m benchmarks.results_table --write    # replace it in docs/benchmarks.md and index.md
 
 Every row is one workload (and width) of a result file in :data:`SOURCES`, measured with the
 current defaults. Per seed, the strongest baseline is the PyMC NUTS or nutpie run with the most
@@ -9,8 +9,8 @@ min(bulk, tail) ESS per second of the whole call; RNSHMC's bulk and tail ESS per
 whole call are divided by that run's. Shown are the medians over seeds (and their range when
 there are several), the whole call of both, and the exact logps each needed for a min(bulk, tail)
 ESS of 1000. A baseline whose every draw was rejected (acceptance 0: it never moved) counts as
-no ESS at all. ``tests/test_results_table.py`` checks that the page holds what this script
-makes of the files.
+no ESS at all. The table stands at the top of ``docs/benchmarks.md`` and on the landing page;
+``tests/test_results_table.py`` checks that both hold what this script makes of the files.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
-PAGE = Path(__file__).parents[1] / "docs" / "benchmarks.md"
+DOCS = Path(__file__).parents[1] / "docs"
+PAGES = (DOCS / "benchmarks.md", DOCS / "index.md")
+"""The pages that show the table, between :data:`START` and :data:`END`."""
 START, END = "<!-- results-table:start -->", "<!-- results-table:end -->"
 
 SOURCES = (
@@ -186,16 +188,18 @@ def block() -> str:
     return f"{START}\n{table()}{END}"
 
 
-def write(page: Path = PAGE) -> None:
-    text = page.read_text()
-    before, rest = text.split(START, 1)
-    _, after = rest.split(END, 1)
-    page.write_text(before + block() + after)
+def write(pages: tuple[Path, ...] = PAGES) -> None:
+    """Replace the table between the markers of every page."""
+    for page in pages:
+        text = page.read_text()
+        before, rest = text.split(START, 1)
+        _, after = rest.split(END, 1)
+        page.write_text(before + block() + after)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"replace the table in {PAGE}")
+    parser.add_argument("--write", action="store_true", help="replace the table in the pages")
     args = parser.parse_args()
     if args.write:
         write()
