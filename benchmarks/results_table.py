@@ -33,6 +33,7 @@ SOURCES = (
     ("wide_models_mode_wide", "python -m benchmarks.wide_models --dims 160,320"),
     ("wide_models_hierarchical", "python -m benchmarks.wide_models --workload hierarchical"),
     ("wide_models_mcycle_gp", "python -m benchmarks.wide_models --workload mcycle_gp"),
+    ("economy_tune_mode", "python -m benchmarks.economy --split tune"),
     ("economy_check_mode", "python -m benchmarks.economy --split check"),
     ("economy_check_again_mode", "python -m benchmarks.economy --split check_again"),
 )
