@@ -4,13 +4,15 @@
     python -m benchmarks.results_table --write    # replace it in docs/benchmarks.md and index.md
 
 Every row is one workload (and width) of a result file in :data:`SOURCES`, measured with the
-current defaults. Per seed, the strongest baseline is the PyMC NUTS or nutpie run with the most
-min(bulk, tail) ESS per second of the whole call; RNSHMC's bulk and tail ESS per second of the
-whole call are divided by that run's. Shown are the medians over seeds (and their range when
-there are several), the whole call of both, and the exact logps each needed for a min(bulk, tail)
-ESS of 1000. A baseline whose every draw was rejected (acceptance 0: it never moved) counts as
-no ESS at all. The table stands at the top of ``docs/benchmarks.md`` and on the landing page;
-``tests/test_results_table.py`` checks that both hold what this script makes of the files.
+current defaults. Per seed, RNSHMC's bulk ESS per second of the whole call is divided by the most
+bulk ESS per second of the baseline runs (PyMC NUTS or nutpie, whichever the file ran), and its
+tail ESS per second by the most tail ESS per second; the two may come from different baselines. The
+whole call and the exact logps needed for a min(bulk, tail) ESS of 1000 are shown for RNSHMC and
+for the baseline with the most min(bulk, tail) ESS per second. Shown are the medians over seeds
+(and their range when there are several). A baseline whose every draw was rejected (acceptance 0:
+it never moved) counts as no ESS at all. The table stands at the top of ``docs/benchmarks.md`` and
+on the landing page; ``tests/test_results_table.py`` checks that both hold what this script makes
+of the files.
 """
 
 from __future__ import annotations
@@ -29,15 +31,36 @@ PAGES = (DOCS / "benchmarks.md", DOCS / "index.md")
 START, END = "<!-- results-table:start -->", "<!-- results-table:end -->"
 
 SOURCES = (
-    ("wide_models_mode", "python -m benchmarks.wide_models --dims 20,40,80 --seeds 1,2"),
-    ("wide_models_mode_wide", "python -m benchmarks.wide_models --dims 160,320"),
-    ("wide_models_hierarchical", "python -m benchmarks.wide_models --workload hierarchical"),
-    ("wide_models_mcycle_gp", "python -m benchmarks.wide_models --workload mcycle_gp"),
-    ("economy_tune_mode", "python -m benchmarks.economy --split tune"),
-    ("economy_check_mode", "python -m benchmarks.economy --split check"),
-    ("economy_check_again_mode", "python -m benchmarks.economy --split check_again"),
+    ("wide_models_mode", "python -m benchmarks.wide_models --dims 20,40,80 --seeds 1,2", ""),
+    ("wide_models_mode_wide", "python -m benchmarks.wide_models --dims 160,320", ""),
+    (
+        "wide_models_hierarchical",
+        "python -m benchmarks.wide_models --workload hierarchical",
+        "baselines PyMC NUTS and nutpie low-rank",
+    ),
+    (
+        "wide_models_mcycle_gp",
+        "python -m benchmarks.wide_models --workload mcycle_gp",
+        "baselines PyMC NUTS and nutpie low-rank, which was stuck",
+    ),
+    (
+        "economy_tune_mode",
+        "python -m benchmarks.economy --split tune",
+        "the posteriors the economy's rules were written on; NUTS runs from an earlier run",
+    ),
+    (
+        "economy_check_mode",
+        "python -m benchmarks.economy --split check",
+        "held out; NUTS runs from an earlier run",
+    ),
+    (
+        "economy_check_again_mode",
+        "python -m benchmarks.economy --split check_again",
+        "held out; NUTS runs from an earlier run",
+    ),
 )
-"""Result files and the command behind each (its section in the page gives every option)."""
+"""Result files, the command behind each (its section in the page gives every option) and what
+to know about its baselines."""
 BASELINES = ("NUTS", "NUTS dense", "nutpie", "nutpie low-rank")
 SURROGATE = "RNSHMC"
 
@@ -110,11 +133,22 @@ def load(name: str) -> tuple[list[Run], str]:
     return wide_runs(results), results["date"]
 
 
-def _spread(values: list[float], digits: str = ".2g") -> str:
-    middle = f"{np.median(values):{digits}}x"
+def _ratio(value: float) -> str:
+    if not np.isfinite(value):
+        return "inf"
+    return f"{value:.2g}" if value < 10 else f"{value:.0f}"
+
+
+def _spread(values: list[float]) -> str:
+    middle = f"{_ratio(np.median(values))}x"
     if len(values) == 1:
         return middle
-    return f"{middle} ({min(values):{digits}}-{max(values):{digits}})"
+    return f"{middle} ({_ratio(min(values))}-{_ratio(max(values))})"
+
+
+def _over(ours: float, theirs: float) -> float:
+    """``ours / theirs``, infinite where the baseline had no effective draws."""
+    return ours / theirs if theirs > 0 else np.inf
 
 
 def _count(value: float) -> str:
@@ -135,10 +169,11 @@ def rows_of(runs: list[Run]) -> list[list[str]]:
             if not ours or not theirs:
                 continue
             best = max(theirs, key=lambda r: r.least)
-            baselines.append(best.sampler)
             pairs.append((ours[0], best))
             for kind in ratios:
-                ratios[kind].append(ours[0].per_second(kind) / best.per_second(kind))
+                strongest = max(theirs, key=lambda r, kind=kind: r.per_second(kind))
+                baselines.append(strongest.sampler)
+                ratios[kind].append(_over(ours[0].per_second(kind), strongest.per_second(kind)))
         if not pairs:
             continue
         ours, best = zip(*pairs, strict=True)
@@ -176,11 +211,11 @@ def table() -> str:
     """The markdown table, one row per workload and width, with its source and date."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     commands = []
-    for name, command in SOURCES:
+    for name, command, note in SOURCES:
         runs, date = load(name)
         for row in rows_of(runs):
             lines.append("| " + " | ".join([*row, f"`{name}` ({date})"]) + " |")
-        commands.append(f"- `{name}`: `{command}`")
+        commands.append(f"- `{name}`: `{command}`" + (f" ({note})" if note else ""))
     return "\n".join([*lines, "", *commands]) + "\n"
 
 

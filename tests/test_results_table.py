@@ -17,18 +17,19 @@ def _run(sampler, seed, seconds, bulk, tail):
     return Run("w", 3, sampler, seed, seconds, bulk, tail, 1000.0 * seconds)
 
 
-def test_each_seed_is_compared_with_its_strongest_baseline():
+def test_bulk_and_tail_are_each_compared_with_the_strongest_baseline_in_them():
     runs = [
         _run("RNSHMC", 1, 1.0, 400.0, 200.0),
-        _run("NUTS", 1, 2.0, 400.0, 400.0),  # 200 a second at worst: the strongest
-        _run("nutpie", 1, 1.0, 1000.0, 100.0),  # 100
+        _run("NUTS", 1, 2.0, 400.0, 400.0),  # bulk 200 a second, tail 200: the tail's strongest
+        _run("nutpie", 1, 1.0, 1000.0, 100.0),  # bulk 1000 a second: the bulk's strongest
         _run("RNSHMC", 2, 1.0, 300.0, 300.0),
-        _run("nutpie", 2, 1.0, 100.0, 100.0),
+        _run("nutpie", 2, 1.0, 100.0, 0.0),  # no tail ESS: the tail ratio is infinite
     ]
     (row,) = rows_of(runs)
     assert row[2] == "NUTS, nutpie"
-    # bulk: 400 / 200 = 2 and 300 / 100 = 3; tail: 200 / 200 = 1 and 3
-    assert row[4] == "2.5x (2-3)" and row[5] == "2x (1-3)"
+    # bulk: 400 / 1000 = 0.4 and 300 / 100 = 3; tail: 200 / 200 = 1 and inf
+    assert row[4] == "1.7x (0.4-3)" and row[5] == "infx (1-inf)"
+    assert row[3] == "1 / 1.5"  # whole calls: RNSHMC's and the min(bulk, tail) strongest's
     assert row[-1] == "2"
 
 

@@ -66,17 +66,20 @@ def coordinate_ess(draws: np.ndarray, method: str = "bulk") -> np.ndarray:
     Returns
     -------
     ndarray
-        One ESS per coordinate; 0 where no chain moved in that coordinate. ArviZ gives a
-        constant coordinate the number of draws as its ESS (0.23 and 1.x alike), which would
-        rate a chain stuck at its start, every draw divergent, as a perfect sampler (nutpie
-        with its low-rank mass matrix on posteriordb ``mcycle_gp-accel_gp``, seed 1: step size
-        1e-199, 1000 divergences, ESS 1000).
+        One ESS per coordinate; all 0 if no chain ever moved. ArviZ gives a constant
+        coordinate the number of draws as its ESS (0.23 and 1.x alike), which would rate a
+        chain stuck at its start, every draw divergent, as a perfect sampler (nutpie with its
+        low-rank mass matrix on posteriordb ``mcycle_gp-accel_gp``, seed 1: step size 1e-199,
+        1000 divergences, ESS 1000). A coordinate that is constant while others move (a
+        correlation matrix's unit diagonal, a constant ``Deterministic``) keeps ArviZ's value,
+        which never sets the minimum.
     """
     draws = np.asarray(draws, dtype=float)
     dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), draws)})
     ess = np.asarray(az.ess(dataset, method=method)["x"].values, dtype=float)
-    stuck = np.all(draws == draws[:, :1], axis=(0, 1))
-    return np.where(stuck, 0.0, ess)
+    if draws.size and np.all(draws == draws[:, :1]):
+        return np.zeros_like(ess)
+    return ess
 
 
 def posterior_moments(trace) -> tuple[np.ndarray, np.ndarray]:
@@ -130,7 +133,8 @@ class _Summary:
         draws = np.concatenate(list(variables.values()), axis=2)
         labels = np.repeat(list(variables), [v.shape[2] for v in variables.values()])
         bulk = coordinate_ess(draws, "bulk")
-        mcse = draws.std(axis=(0, 1), ddof=1) / np.sqrt(bulk)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a chain that never moved: 0
+            mcse = np.where(bulk > 0, draws.std(axis=(0, 1), ddof=1) / np.sqrt(bulk), 0.0)
         return cls(labels, draws.mean(axis=(0, 1)), mcse, bulk, coordinate_ess(draws, "tail"))
 
     def max_difference(self, reference: _Summary) -> float:

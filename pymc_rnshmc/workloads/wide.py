@@ -62,8 +62,8 @@ def hierarchical_logistic_regression_data(
     """Rows, their groups and responses for :func:`hierarchical_logistic_regression`.
 
     Group sizes are proportional to log-normal draws (sd 1), so they range over about two orders
-    of magnitude; every group has at least two rows. True values: ``mu = -0.5``, ``sigma = 0.8``,
-    ``beta ~ N(0, 0.5)``.
+    of magnitude; every group has at least two rows (so ``n_obs >= 2 groups``). True values:
+    ``mu = -0.5``, ``sigma = 0.8``, offsets ``N(0, 1)``, ``beta`` normal with sd 0.5.
 
     Returns
     -------
@@ -72,6 +72,10 @@ def hierarchical_logistic_regression_data(
         ``responses`` ``(n_obs,)`` in {0, 1}, and the true ``mu``, ``sigma``, ``offsets``
         ``(groups,)``, ``beta``.
     """
+    if groups < 1 or n_obs < 2 * groups:
+        raise ValueError(
+            f"{groups} groups of at least two rows need n_obs >= {2 * groups}; got {n_obs}."
+        )
     rng = np.random.default_rng(seed)
     weights = rng.lognormal(0.0, 1.0, size=groups)
     extra = rng.multinomial(n_obs - 2 * groups, weights / weights.sum())
@@ -98,17 +102,18 @@ def hierarchical_logistic_regression(
 ) -> pm.Model:
     """A non-centred hierarchical logistic regression: ``groups + n_predictors + 2`` parameters.
 
-    ``mu ~ N(0, 2)``, ``sigma ~ HalfNormal(1)``, ``z_g ~ N(0, 1)``, ``beta ~ N(0, 1)``, and
-    ``y_i ~ Bernoulli(logit^-1(mu + sigma z_{g(i)} + x_i . beta))``; data from
-    :func:`hierarchical_logistic_regression_data`.
+    ``mu ~ N(0, 2)``, ``sigma ~ HalfNormal(1)``, ``z_g ~ N(0, 1)`` (the data's ``offsets``),
+    ``beta ~ N(0, 1)``, and ``y_i ~ Bernoulli(logit^-1(mu + sigma z_{g(i)} + x_i . beta))``; data
+    from :func:`hierarchical_logistic_regression_data`. Dims ``group`` and ``predictor``.
     """
     data = hierarchical_logistic_regression_data(groups, n_obs, n_predictors, seed)
-    with pm.Model() as model:
+    coords = {"group": np.arange(groups), "predictor": np.arange(n_predictors)}
+    with pm.Model(coords=coords) as model:
         design = pm.Data("X", data["design"])
         mu = pm.Normal("mu", 0.0, 2.0)
         sigma = pm.HalfNormal("sigma", 1.0)
-        z = pm.Normal("z", 0.0, 1.0, shape=groups)
-        beta = pm.Normal("beta", 0.0, 1.0, shape=n_predictors)
+        z = pm.Normal("z", 0.0, 1.0, dims="group")
+        beta = pm.Normal("beta", 0.0, 1.0, dims="predictor")
         logits = mu + sigma * z[data["group"]] + design @ beta
         pm.Bernoulli("y", logit_p=logits, observed=data["responses"])
     return model

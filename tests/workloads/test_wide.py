@@ -1,6 +1,7 @@
 """The wide-model workload: its width, its correlations, a logp PyMC can evaluate."""
 
 import numpy as np
+import pytest
 
 from pymc_rnshmc.workloads import (
     correlated_logistic_regression,
@@ -45,3 +46,8 @@ def test_the_hierarchical_model_has_a_parameter_per_group():
         hierarchical_logistic_regression_data(12, n_obs=600, n_predictors=3)["group"],
         hierarchical_logistic_regression_data(12, n_obs=600, n_predictors=3)["group"],
     )
+
+
+def test_too_few_rows_for_the_groups_is_a_clear_error():
+    with pytest.raises(ValueError, match="need n_obs >= 40"):
+        hierarchical_logistic_regression_data(20, n_obs=30)
