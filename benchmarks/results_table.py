@@ -62,6 +62,7 @@ SOURCES = (
 """Result files, the command behind each (its section in the page gives every option) and what
 to know about its baselines."""
 BASELINES = ("NUTS", "NUTS dense", "nutpie", "nutpie low-rank")
+KINDS = ("bulk", "tail")
 SURROGATE = "RNSHMC"
 
 
@@ -86,6 +87,11 @@ class Run:
         return min(self.bulk, self.tail) / self.seconds
 
 
+def workload_of(row: dict) -> str:
+    """A ``benchmarks.wide_models`` row's workload (rows from before ``--workload``: logistic)."""
+    return row.get("workload", "logistic")
+
+
 def wide_runs(results: dict) -> list[Run]:
     """Runs of a ``benchmarks.wide_models`` file (ESS there is per kept draw)."""
     draws = results["draws"]
@@ -94,7 +100,7 @@ def wide_runs(results: dict) -> list[Run]:
         moved = row.get("accept", 1.0) != 0.0
         runs.append(
             Run(
-                workload=row.get("workload", "logistic"),
+                workload=workload_of(row),
                 d=row["d"],
                 sampler=row["sampler"],
                 seed=row["seed"],
@@ -157,26 +163,53 @@ def _count(value: float) -> str:
     return f"{value / 1e6:.3g}M" if value >= 1e6 else f"{value / 1e3:.3g}k"
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """RNSHMC's run of one seed against the baselines of that seed."""
+
+    seed: int
+    ours: Run
+    best: Run
+    """The baseline with the most min(bulk, tail) ESS per second."""
+    ratios: dict[str, float]
+    """``"bulk"``/``"tail"``: ours per second over the most of any baseline in that measure."""
+    strongest: tuple[str, ...]
+    """The baselines those maxima came from."""
+
+
+def comparisons(runs: list[Run]) -> list[Comparison]:
+    """Per seed of ``runs`` (one workload and width) with RNSHMC and a baseline: the comparison."""
+    found = []
+    for seed in sorted({r.seed for r in runs}):
+        ours = [r for r in runs if r.seed == seed and r.sampler == SURROGATE]
+        theirs = [r for r in runs if r.seed == seed and r.sampler in BASELINES]
+        if not ours or not theirs:
+            continue
+        strongest = {
+            kind: max(theirs, key=lambda r, kind=kind: r.per_second(kind)) for kind in KINDS
+        }
+        found.append(
+            Comparison(
+                seed,
+                ours[0],
+                max(theirs, key=lambda r: r.least),
+                {k: _over(ours[0].per_second(k), r.per_second(k)) for k, r in strongest.items()},
+                tuple(r.sampler for r in strongest.values()),
+            )
+        )
+    return found
+
+
 def rows_of(runs: list[Run]) -> list[list[str]]:
     """One row per workload and width with a surrogate run and a baseline run of its seeds."""
     rows = []
     for workload, d in dict.fromkeys((r.workload, r.d) for r in runs):
-        mine = [r for r in runs if (r.workload, r.d) == (workload, d)]
-        ratios, baselines, pairs = {"bulk": [], "tail": []}, [], []
-        for seed in sorted({r.seed for r in mine}):
-            ours = [r for r in mine if r.seed == seed and r.sampler == SURROGATE]
-            theirs = [r for r in mine if r.seed == seed and r.sampler in BASELINES]
-            if not ours or not theirs:
-                continue
-            best = max(theirs, key=lambda r: r.least)
-            pairs.append((ours[0], best))
-            for kind in ratios:
-                strongest = max(theirs, key=lambda r, kind=kind: r.per_second(kind))
-                baselines.append(strongest.sampler)
-                ratios[kind].append(_over(ours[0].per_second(kind), strongest.per_second(kind)))
-        if not pairs:
+        found = comparisons([r for r in runs if (r.workload, r.d) == (workload, d)])
+        if not found:
             continue
-        ours, best = zip(*pairs, strict=True)
+        ours, best = [c.ours for c in found], [c.best for c in found]
+        ratios = {kind: [c.ratios[kind] for c in found] for kind in KINDS}
+        baselines = [name for c in found for name in c.strongest]
         rows.append(
             [
                 workload,
@@ -188,7 +221,7 @@ def rows_of(runs: list[Run]) -> list[list[str]]:
                 _spread(ratios["tail"]),
                 f"{_count(np.median([r.logps for r in ours]))} / "
                 f"{_count(np.median([r.logps for r in best]))}",
-                str(len(pairs)),
+                str(len(found)),
             ]
         )
     return rows

@@ -51,12 +51,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import contextlib
 import functools
-import json
 import time
 
 import numpy as np
 
-from benchmarks.measure import RESULTS, run_metadata, write_results
+from benchmarks import results_table
+from benchmarks.measure import run_metadata, write_results
+from benchmarks.results_table import workload_of
 from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.comparison import SamplerRun, comparison_table, run_sampler
 from pymc_rnshmc.comparison.runs import evaluations
@@ -261,7 +262,7 @@ def _cells(row: dict) -> list[str]:
     }
     cells = []
     for column in COLUMNS:
-        value = values.get(column, row.get(column, "logistic" if column == "workload" else None))
+        value = workload_of(row) if column == "workload" else values.get(column, row.get(column))
         if isinstance(value, float):
             cells.append(f"{value:.3g}")
         else:
@@ -287,57 +288,40 @@ PLOTTED = ("RNSHMC", "RNSHMC from jitter", "nutpie low-rank", "nutpie", "NUTS de
 """Samplers drawn by :func:`plot`, where the result files have them."""
 
 
-def _per_second(row: dict, kind: str) -> float:
-    """Whole-call min ``kind`` ESS per second."""
-    return row[f"{kind} ESS / draw"] * 1000.0 / row["whole call s"]
-
-
 def plot(names: list[str], figure: str) -> None:
-    """Whole-call ESS per second against ``d`` (medians over seeds), and RNSHMC's ratio to the
-    strongest baseline of each width and seed, from the result files ``names``."""
+    """Whole-call tail ESS per second against ``d`` (medians over seeds), and RNSHMC's ratio to
+    the strongest baseline of each width and seed (:func:`benchmarks.results_table.comparisons`),
+    from the result files ``names``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [
-        row for name in names for row in json.loads((RESULTS / f"{name}.json").read_text())["runs"]
-    ]
-    runs = [row for row in runs if row.get("workload", "logistic") == "logistic"]
+    runs = [r for name in names for r in results_table.load(name)[0] if r.workload == "logistic"]
+    widths = sorted({r.d for r in runs})
     fig, (speed, ratio) = plt.subplots(1, 2, figsize=(10, 4))
     for sampler in PLOTTED:
-        mine = [row for row in runs if row["sampler"] == sampler]
-        dims = sorted({row["d"] for row in mine})
-        if not dims:
-            continue
-        tail = [np.median([_per_second(r, "tail") for r in mine if r["d"] == d]) for d in dims]
-        speed.plot(dims, tail, "o-", label=sampler)
+        dims = [d for d in widths if any(r.sampler == sampler and r.d == d for r in runs)]
+        tail = [
+            np.median([r.per_second("tail") for r in runs if r.sampler == sampler and r.d == d])
+            for d in dims
+        ]
+        if dims:
+            speed.plot(dims, tail, "o-", label=sampler)
     speed.set(xscale="log", yscale="log", xlabel="parameters d", ylabel="tail ESS / s, whole call")
     speed.legend(fontsize=8)
+    found = [
+        (d, c) for d in widths for c in results_table.comparisons([r for r in runs if r.d == d])
+    ]
     for kind, marker in (("bulk", "o"), ("tail", "s")):
-        points = []
-        for row in runs:
-            if row["sampler"] != "RNSHMC":
-                continue
-            rivals = [
-                _per_second(r, kind)
-                for r in runs
-                if r["d"] == row["d"] and r["seed"] == row["seed"] and r["sampler"] in BACKENDS
-            ]
-            if rivals:
-                points.append((row["d"], _per_second(row, kind) / max(rivals)))
-        if points:
-            ratio.plot(*zip(*points), marker, label=f"{kind} ESS", alpha=0.8)
+        if found:
+            ratio.plot(*zip(*[(d, c.ratios[kind]) for d, c in found]), marker, label=f"{kind} ESS")
     ratio.axhline(1.0, color="grey", lw=0.8)
     ratio.plot([80, 160], [5, 3], "k_", markersize=18, label="the issue's targets")
     ratio.set(
-        xscale="log",
-        xlabel="parameters d",
-        ylabel="RNSHMC / strongest baseline",
-        ylim=(0, None),
+        xscale="log", xlabel="parameters d", ylabel="RNSHMC / strongest baseline", ylim=(0, None)
     )
     ratio.legend(fontsize=8)
-    widths = sorted({row["d"] for row in runs})
     for axis in (speed, ratio):
         axis.set_xticks(widths, [str(d) for d in widths])
         axis.minorticks_off()

@@ -29,6 +29,7 @@ the proposals. Instead:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,9 +85,6 @@ class LogisticPosterior(ExactPosterior):
         self.chol = np.linalg.cholesky(np.linalg.inv(hessian))  # the Laplace's factor
         self.pool, self.weights = self._weighted_pool(pool, np.random.default_rng([seed, dim]))
         self.mean = self.weights @ self.pool
-        self._quantile_cache: dict[float, np.ndarray] = {}
-        self._order: np.ndarray | None = None
-        self._cumulative: np.ndarray | None = None
 
     # ---------------------------------------------------------------- the density
     def log_density(self, betas: np.ndarray) -> np.ndarray:
@@ -114,12 +112,11 @@ class LogisticPosterior(ExactPosterior):
         """``m`` proposals and their normalised importance weights."""
         normals = rng.standard_normal((m, self.dim))
         proposals = self.mode + ENVELOPE_SCALE * normals @ self.chol.T
-        log_weights = np.concatenate(
-            [
-                self.log_density(proposals[i : i + BATCH]) + 0.5 * np.sum(z**2, axis=1)
-                for i, z in ((i, normals[i : i + BATCH]) for i in range(0, m, BATCH))
-            ]
-        )
+        log_weights = np.empty(m)
+        for i in range(0, m, BATCH):  # log p - log q, q's constant dropped
+            rows = slice(i, i + BATCH)
+            log_weights[rows] = self.log_density(proposals[rows])
+            log_weights[rows] += 0.5 * np.sum(normals[rows] ** 2, axis=1)
         weights = np.exp(log_weights - log_weights.max())
         return proposals, weights / weights.sum()
 
@@ -159,15 +156,19 @@ class LogisticPosterior(ExactPosterior):
         }
 
     def quantiles(self, probabilities: Sequence[float]) -> np.ndarray:
-        return np.array([self._quantile(float(p)) for p in probabilities])
+        """Weighted marginal quantiles: per coordinate, the first sorted point whose cumulative
+        weight reaches ``p``."""
+        order, cumulative = self._sorted
+        columns = np.arange(self.dim)
+        return np.array(
+            [
+                self.pool[order[np.argmax(cumulative >= p, axis=0), columns], columns]
+                for p in probabilities
+            ]
+        )
 
-    def _quantile(self, probability: float) -> np.ndarray:
-        if probability not in self._quantile_cache:
-            if self._order is None:
-                self._order = np.argsort(self.pool, axis=0)
-                self._cumulative = np.cumsum(self.weights[self._order], axis=0)
-            order, cumulative = self._order, self._cumulative
-            index = np.argmax(cumulative >= probability, axis=0)
-            columns = np.arange(self.dim)
-            self._quantile_cache[probability] = self.pool[order[index, columns], columns]
-        return self._quantile_cache[probability]
+    @functools.cached_property
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per coordinate, the pool's order and the cumulative weights in that order."""
+        order = np.argsort(self.pool, axis=0)
+        return order, np.cumsum(self.weights[order], axis=0)

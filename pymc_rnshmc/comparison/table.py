@@ -75,11 +75,10 @@ def coordinate_ess(draws: np.ndarray, method: str = "bulk") -> np.ndarray:
         which never sets the minimum.
     """
     draws = np.asarray(draws, dtype=float)
-    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), draws)})
-    ess = np.asarray(az.ess(dataset, method=method)["x"].values, dtype=float)
     if draws.size and np.all(draws == draws[:, :1]):
-        return np.zeros_like(ess)
-    return ess
+        return np.zeros(draws.shape[2])
+    dataset = xr.Dataset({"x": (("chain", "draw", "coordinate"), draws)})
+    return np.asarray(az.ess(dataset, method=method)["x"].values, dtype=float)
 
 
 def posterior_moments(trace) -> tuple[np.ndarray, np.ndarray]:
