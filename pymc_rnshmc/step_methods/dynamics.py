@@ -39,7 +39,7 @@ from pymc_rnshmc.hmc.riemannian_proposal import RiemannianProposal
 from pymc_rnshmc.hmc.riemannian_tuning import choose_riemannian_trajectory, path_length_candidates
 from pymc_rnshmc.hmc.trajectory_candidates import choose_trajectory
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryCandidate, TrajectoryChoice
-from pymc_rnshmc.surrogates.base import Capabilities, for_simulation
+from pymc_rnshmc.surrogates.base import Capabilities, for_simulation, simulation_proxy
 
 __all__ = [
     "DYNAMICS",
@@ -99,7 +99,7 @@ class DynamicsSetting:
 
 def _choose_constant_metric(surrogate, setting: DynamicsSetting, scan_lengths: bool):
     return choose_trajectory(
-        for_simulation(surrogate),
+        simulation_proxy(for_simulation(surrogate)),
         setting.explorer_variances,
         setting.positions,
         setting.gradients,

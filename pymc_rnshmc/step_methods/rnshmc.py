@@ -60,6 +60,18 @@ class RNSHMC(SurrogateHMC):
         Relative ridge penalty; default chosen on held-out training points.
     surrogate : PotentialSurrogate, optional
         A surrogate object to fit instead of the random network (overrides the options above).
+    coarse : pymc.Model or callable, optional
+        A cheaper version of the model: the same free variables (names, shapes, transforms) on
+        a coarser mesh, with a looser solver tolerance or a reduced-order forward model; or a
+        callable ``q -> (logp, grad logp)`` on the sampler's raveled vector. The surrogate is
+        then the coarse potential plus a random network (with the options above) fitted to the
+        difference between the exact and the coarse potentials and gradients; where the coarse
+        model alone predicts held-out training points as well, the trajectories follow it
+        alone, and the log says when a network alone would predict better
+        (:class:`~pymc_rnshmc.surrogates.coarse.CoarseCorrectedSurrogate`). Each leapfrog step
+        costs one coarse logp and gradient, so it pays where the coarse model is many times
+        cheaper than the model; the draws are exact for the model, at one exact logp each, as
+        without it. The coarse model's gradient must exist, even for a model without one.
     exploration_steps : int, optional
         Exact NUTS draws before the surrogate is first fitted (default as described above). If
         tuning ends first, the surrogate is fitted then, with the step size chosen by simulation
@@ -198,6 +210,7 @@ class RNSHMC(SurrogateHMC):
         quadratic: bool = True,
         penalty: float | None = None,
         surrogate: PotentialSurrogate | None = None,
+        coarse=None,
         exploration_steps: int | None = None,
         training_window: int | None = None,
         path_length: float | None = None,
@@ -226,6 +239,7 @@ class RNSHMC(SurrogateHMC):
         super().__init__(
             vars,
             surrogate=surrogate,
+            coarse=coarse,
             schedule=RNSHMC_SCHEDULE,
             exploration_steps=exploration_steps,
             training_window=training_window,

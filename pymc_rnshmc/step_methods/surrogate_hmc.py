@@ -47,6 +47,7 @@ from pymc_rnshmc.hmc.kernel import SurrogateKernel
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.chain import SurrogateChain
+from pymc_rnshmc.step_methods.coarse_model import coarse_corrected
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.explorers import new_explorer
 from pymc_rnshmc.step_methods.model_failures import check_reject_errors
@@ -92,6 +93,9 @@ class SurrogateHMC(ArrayStepShared):
         Continuous variables to sample; default all continuous variables of the model.
     surrogate : PotentialSurrogate
         The unfitted surrogate each chain fits a copy of.
+    coarse : pymc.Model or callable, optional
+        The user's cheaper version of the model; ``surrogate`` (a random network) then learns
+        its error (:class:`~pymc_rnshmc.surrogates.coarse.CoarseCorrectedSurrogate`).
     schedule : ExplorationSchedule
         When the exploration ends and what the first fit uses.
     start_error : float, optional
@@ -139,6 +143,7 @@ class SurrogateHMC(ArrayStepShared):
         vars=None,
         *,
         surrogate,
+        coarse=None,
         schedule: ExplorationSchedule = RNSHMC_SCHEDULE,
         exploration_steps: int | None = None,
         training_window: int | None = None,
@@ -178,7 +183,6 @@ class SurrogateHMC(ArrayStepShared):
             explore_from_mode=explore_from_mode,
         )
         check_nuts_options(name, kwargs)
-        self._surrogate_template = surrogate
         vars = continuous_value_vars(vars, model, name)
         self.exact_model = ExactModel.compile(
             model,
@@ -187,6 +191,16 @@ class SurrogateHMC(ArrayStepShared):
             reject_errors=check_reject_errors(reject_errors),
             time_limit=self.options.time_limit,
         )
+        if coarse is not None:
+            surrogate = coarse_corrected(
+                surrogate,
+                coarse,
+                vars,
+                kwargs.get("initial_point") or model.initial_point(),
+                self.exact_model.dtype,
+                name,
+            )
+        self._surrogate_template = surrogate
         function = self.exact_model.step_function
         super().__init__(
             vars, function._extra_vars_shared, kwargs.get("blocked", True), kwargs.get("rng")

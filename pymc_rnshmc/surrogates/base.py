@@ -16,6 +16,7 @@ __all__ = [
     "held_out_error",
     "with_gaussian_base",
     "potential_and_gradient",
+    "simulation_proxy",
 ]
 
 
@@ -86,6 +87,17 @@ def for_simulation(surrogate):
     A surrogate defined only in a domain offers ``for_simulation()``; others are used as they are.
     """
     method = getattr(surrogate, "for_simulation", None)
+    return method() if callable(method) else surrogate
+
+
+def simulation_proxy(surrogate):
+    """What batched simulations that choose the dynamics run on: the surrogate, or its proxy.
+
+    A surrogate that is slow on rows of points (one that calls the user's coarse model point
+    by point) offers ``simulation_proxy()``: a cheap stand-in fitted to the same points. The
+    dynamics chosen on it are a tuning choice; the draws' exact correction is unchanged.
+    """
+    method = getattr(surrogate, "simulation_proxy", None)
     return method() if callable(method) else surrogate
 
 

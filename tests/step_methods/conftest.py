@@ -16,6 +16,7 @@ from pymc_rnshmc.step_methods.arnshmc import ADAPTIVE_SURROGATE_HMC_STATS
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
 from pymc_rnshmc.step_methods.rnsrmhmc import RIEMANNIAN_STATS
 from pymc_rnshmc.step_methods.sparse_grid_hmc import SPARSE_GRID_HMC_STATS
+from tests.step_methods.helpers import WrongCoarseModel
 
 TUNE, DRAWS = 300, 200
 
@@ -65,6 +66,7 @@ class SamplerCase:
             self.step_class.__name__
             + ("-nuts" if self.nuts else "")
             + ("-black-box" if self.black_box else "")
+            + ("-coarse" if "coarse" in self.options else "")
         )
 
 
@@ -72,6 +74,9 @@ SAMPLERS = [
     SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS),
     SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS, options={"dynamics": "nuts"}),
     SamplerCase(RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS, black_box=True),
+    SamplerCase(
+        RNSHMC, exploration=200, stats=SURROGATE_HMC_STATS, options={"coarse": WrongCoarseModel()}
+    ),
     SamplerCase(ARNSHMC, exploration=60, stats=ADAPTIVE_SURROGATE_HMC_STATS),
     SamplerCase(RNSRMHMC, exploration=200, stats=RIEMANNIAN_STATS),
     SamplerCase(

@@ -12,6 +12,18 @@ WALL_HEIGHT = 50.0
 """Curvature of the ``"wall"`` distortion, in nats per squared posterior sd."""
 
 
+class WrongCoarseModel:
+    """A deliberately wrong coarse model for any model: ``N(0.5, 1.5^2)`` in every coordinate.
+
+    ``q -> (logp, grad logp)`` on the sampler's raveled vector, as ``coarse=`` takes it; a class,
+    so that steps holding it pickle.
+    """
+
+    def __call__(self, position):
+        shifted = np.asarray(position, dtype=float) - 0.5
+        return -0.5 * shifted @ shifted / 2.25, -shifted / 2.25
+
+
 class DistortedSurrogate:
     """A correctly fitted random network surrogate, then deliberately made wrong.
 

@@ -1,0 +1,365 @@
+"""A surrogate built on the user's own coarse model: the coarse potential plus a fitted correction.
+
+Whoever has an expensive model nearly always has a cheaper version of it (a coarser mesh, a
+looser solver tolerance, a reduced-order model). Its potential ``U_c`` already has the
+posterior's shape, so a random network only has to learn the difference ``U - U_c`` between the
+exact and the coarse potentials, which is small and smooth where the coarse model is good, and
+beyond the training points the surrogate falls back on the coarse model's physics instead of on
+a network's extrapolation.
+
+Each fit compares, on the same held-out training points, three ways to predict the exact force:
+
+- the coarse model alone (no fit),
+- the coarse model plus the correction,
+- a random network alone, fitted to the exact potentials (and gradients).
+
+It moves by the better of the first two, and its report names the third when that predicts
+better still. Batched simulations that choose the dynamics (metric, step size, path length) call
+the force thousands of times on rows of points, which a coarse model evaluated point by point
+cannot afford; they run on the network fitted alone (:meth:`simulation_proxy`), a tuning choice
+that leaves the exact correction of the draws as it is.
+
+The coarse model is any callable ``q -> (U_c(q), grad U_c(q))`` on the sampler's coordinates;
+:mod:`pymc_rnshmc.step_methods.coarse_model` builds one from a PyMC model. Where it fails (an
+error or a non-finite value), its training points are left out of the fit and the network alone
+stands in for the surrogate: a force that is a fixed function of the position, as the exact
+force standing in for a failing surrogate's is (:mod:`~pymc_rnshmc.hmc.force_field`), so the
+trajectories stay reversible and the draws exact.
+
+References
+----------
+.. [1] Lykkegaard, M. B., Dodwell, T. J., Fox, C., Mingas, G., & Scheichl, R. (2023).
+   Multilevel delayed acceptance MCMC. SIAM/ASA Journal on Uncertainty Quantification, 11(1),
+   1-30.
+.. [2] Kennedy, M. C., & O'Hagan, A. (2000). Predicting the output from a complex computer code
+   when fast approximations are available. Biometrika, 87(1), 1-13.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from pymc_rnshmc.exceptions import SurrogateFitError
+from pymc_rnshmc.surrogates.network.held_out_selection import validation_mask
+from pymc_rnshmc.surrogates.network.random_network import RandomNetworkSurrogate
+from pymc_rnshmc.surrogates.whitening import Whitening
+
+__all__ = ["CoarseFitReport", "CoarseCorrectedSurrogate", "HeldOutErrors"]
+
+CoarsePotential = Callable[[np.ndarray], tuple[float, np.ndarray]]
+"""``q -> (U_c(q), grad U_c(q))`` at one point of the sampler's coordinates."""
+
+
+@dataclass(frozen=True)
+class HeldOutErrors:
+    """Relative held-out errors of the three predictors of one fit (NaN where not measured).
+
+    Gradient errors (root-mean-square, relative to the spread of the exact gradients, in the
+    whitened coordinates the network's own report uses) for fits to gradients; potential
+    errors relative to the potentials' standard deviation, after removing the mean offset, for
+    fits to values alone.
+    """
+
+    coarse: float
+    corrected: float
+    network: float
+
+    def best_with_coarse(self) -> str:
+        """What to move by: ``"coarse"`` if alone it is as good as corrected, else ``"corrected"``.
+
+        ``"corrected"`` also when neither error could be measured.
+        """
+        return "coarse" if self.coarse <= self.corrected else "corrected"
+
+
+@dataclass(frozen=True)
+class CoarseFitReport:
+    """What a coarse-plus-correction fit chose, and how well each candidate predicts.
+
+    Attributes
+    ----------
+    errors : HeldOutErrors
+    choice : {"coarse", "corrected"}
+        What the trajectories move by.
+    n_points : int
+        Training points used (those where the exact and the coarse model are both finite).
+    coarse_failures : int
+        Training points left out because the coarse model failed there.
+    seconds : float
+        Wall time of the fit, coarse evaluations included.
+    with_gradients : bool
+    """
+
+    errors: HeldOutErrors
+    choice: str
+    n_points: int
+    coarse_failures: int
+    seconds: float
+    with_gradients: bool
+
+    @property
+    def held_out_error(self) -> float:
+        """The held-out error of what the trajectories move by."""
+        return self.errors.coarse if self.choice == "coarse" else self.errors.corrected
+
+    @property
+    def network_predicts_better(self) -> bool:
+        """Whether the network alone has a lower held-out error than the choice."""
+        return bool(self.errors.network < self.held_out_error)
+
+    def summary(self) -> str:
+        """One phrase for the step's log."""
+        kind = "gradient" if self.with_gradients else "potential"
+        errors = self.errors
+        text = (
+            f" in {self.seconds:.2g} s; held-out {kind} error: coarse "
+            f"model alone {errors.coarse:.1%}, coarse + correction {errors.corrected:.1%}, "
+            f"network alone {errors.network:.1%}; moving by "
+            + ("the coarse model alone" if self.choice == "coarse" else "coarse + correction")
+        )
+        if self.network_predicts_better:
+            text += " (the network alone predicts better: RNSHMC without coarse= may be faster)"
+        if self.coarse_failures:
+            text += f"; the coarse model failed at {self.coarse_failures} training points"
+        return text
+
+
+class CoarseCorrectedSurrogate:
+    """The potential of a coarse model plus a random network fitted to its error.
+
+    ``U~(q) = U_c(q) + r(q)``, with ``r`` fitted to ``U - U_c`` (and ``grad U - grad U_c``) at
+    the training points; or ``U_c`` alone where that predicts held-out points at least as well.
+    See the module docstring for the comparison and the simulation proxy.
+
+    Parameters
+    ----------
+    coarse : callable
+        ``q -> (U_c(q), grad U_c(q))`` at one point; ``U_c = -logp`` of the coarse model.
+    correction : RandomNetworkSurrogate, optional
+        The unfitted network of the correction (and of the network alone); default
+        ``RandomNetworkSurrogate()``.
+
+    Attributes
+    ----------
+    report : CoarseFitReport or None
+        Set by :meth:`fit`.
+
+    References
+    ----------
+    .. [1] Lykkegaard, M. B., Dodwell, T. J., Fox, C., Mingas, G., & Scheichl, R. (2023).
+       Multilevel delayed acceptance MCMC. SIAM/ASA JUQ, 11(1), 1-30.
+    .. [2] Kennedy, M. C., & O'Hagan, A. (2000). Predicting the output from a complex computer
+       code when fast approximations are available. Biometrika, 87(1), 1-13.
+    """
+
+    defined_everywhere = True
+    is_gradient_field = True
+
+    def __init__(self, coarse: CoarsePotential, correction: RandomNetworkSurrogate | None = None):
+        if not callable(coarse):
+            raise TypeError(f"coarse must be callable q -> (U, grad U); got {coarse!r}.")
+        self.coarse = coarse
+        self.template = RandomNetworkSurrogate() if correction is None else correction
+        self.correction: RandomNetworkSurrogate | None = None
+        self.network: RandomNetworkSurrogate | None = None
+        self.choice = "corrected"
+        self.report: CoarseFitReport | None = None
+
+    def __deepcopy__(self, memo: dict) -> CoarseCorrectedSurrogate:
+        """A copy with its own fits that shares the coarse model (compiled once, stateless)."""
+        other = copy.copy(self)
+        for name in ("template", "correction", "network", "report"):
+            setattr(other, name, copy.deepcopy(getattr(self, name), memo))
+        return other
+
+    # ------------------------------------------------------------------ fitting
+    def coarse_rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The coarse potential and gradient at rows ``(n, d)`` (inf and NaN where it fails)."""
+        potentials = np.empty(len(positions))
+        gradients = np.empty(positions.shape)
+        for i, position in enumerate(positions):
+            potentials[i], gradients[i] = self._coarse_at(position)
+        return potentials, gradients
+
+    def _coarse_at(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        try:
+            potential, gradient = self.coarse(position)
+            potential = float(potential)
+            gradient = np.asarray(gradient, dtype=float).reshape(np.shape(position))
+        except Exception:  # a failing coarse model only loses its own force there
+            return np.inf, np.full(np.shape(position), np.nan)
+        if not (np.isfinite(potential) and np.all(np.isfinite(gradient))):
+            return np.inf, np.full(np.shape(position), np.nan)
+        return potential, gradient
+
+    def fit(
+        self,
+        positions: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> CoarseCorrectedSurrogate:
+        """Fit the correction (and the network alone) at the training points; choose.
+
+        Raises
+        ------
+        SurrogateFitError
+            Too few training points where both models are finite, or no fit succeeded.
+        """
+        start = time.perf_counter()
+        rng = np.random.default_rng(rng)
+        exact = _TrainingRows.finite(positions, potentials, gradients)
+        coarse_potentials, coarse_gradients = self.coarse_rows(exact.positions)
+        usable = np.isfinite(coarse_potentials)
+        if not usable.any():
+            raise SurrogateFitError("the coarse model failed at every training point.")
+        network = self._network_alone(exact, rng)
+        rows = exact.where(usable)._replace(
+            coarse_potentials=coarse_potentials[usable], coarse_gradients=coarse_gradients[usable]
+        )
+        self.correction = self._fitted(rows.differences(), rng)
+        errors = rows.held_out_errors(self.correction, network, self.template.validation_fraction)
+        self.choice = "coarse" if self.correction is None else errors.best_with_coarse()
+        if rows.gradients is None:  # the proxy follows the force the chain will move by
+            network = self._network_alone(self._at_training_points(rows), rng)
+        self.network = network
+        self.report = CoarseFitReport(
+            errors,
+            self.choice,
+            n_points=len(rows.positions),
+            coarse_failures=int(np.sum(~usable)),
+            seconds=time.perf_counter() - start,
+            with_gradients=rows.gradients is not None,
+        )
+        return self
+
+    def _fitted(self, rows: _TrainingRows, rng):
+        """A copy of the template fitted to ``rows``, or ``None`` if that fit failed."""
+        network = copy.deepcopy(self.template)
+        try:
+            return network.fit(rows.positions, rows.potentials, rows.gradients, rng=rng)
+        except SurrogateFitError:
+            return None
+
+    def _network_alone(self, rows: _TrainingRows, rng):
+        """The network fitted alone, or ``None`` without gradients (not worth a fit here)."""
+        return None if rows.gradients is None else self._fitted(rows, rng)
+
+    def _at_training_points(self, rows: _TrainingRows) -> _TrainingRows:
+        """Rows of this surrogate's own potentials and gradients: the proxy's targets.
+
+        From the coarse values already computed there.
+        """
+        if self.choice == "coarse":
+            return rows._replace(potentials=rows.coarse_potentials, gradients=rows.coarse_gradients)
+        return rows._replace(
+            potentials=rows.coarse_potentials + self.correction.potential(rows.positions),
+            gradients=rows.coarse_gradients + self.correction.gradient(rows.positions),
+        )
+
+    # ------------------------------------------------------------------ evaluation
+    def simulation_proxy(self):
+        """What batched trajectory simulations run on: the network alone (or this, unfitted)."""
+        return self if self.network is None else self.network
+
+    def approximate_covariance(self) -> np.ndarray | None:
+        """The network alone's suggestion of a posterior covariance, if it has one."""
+        method = getattr(self.network, "approximate_covariance", None)
+        return method() if callable(method) else None
+
+    def potential_and_gradient(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        """``U~`` and ``grad U~`` at one point; the network alone's where the coarse model fails.
+
+        Inf and NaN there if the network alone could not be fitted.
+        """
+        potential, gradient = self._coarse_at(position)
+        if not np.isfinite(potential) and self.network is not None:
+            return self.network.potential_and_gradient(position)
+        if self.choice == "corrected" and self.correction is not None:
+            correction, correction_gradient = self.correction.potential_and_gradient(position)
+            return potential + correction, gradient + correction_gradient
+        return potential, gradient
+
+    def potential(self, positions: np.ndarray) -> np.ndarray | float:
+        """``U~`` at one point ``(d,)`` or at rows ``(n, d)``."""
+        positions = np.asarray(positions, dtype=float)
+        if positions.ndim == 1:
+            return float(self.potential_and_gradient(positions)[0])
+        return np.array([self.potential_and_gradient(row)[0] for row in positions])
+
+    def gradient(self, position: np.ndarray) -> np.ndarray:
+        """``grad U~`` at one point ``(d,)`` or at rows ``(n, d)``."""
+        position = np.asarray(position, dtype=float)
+        if position.ndim == 1:
+            return self.potential_and_gradient(position)[1]
+        return np.stack([self.potential_and_gradient(row)[1] for row in position])
+
+
+class _TrainingRows(NamedTuple):
+    """Training rows with the coarse model's potentials and gradients there."""
+
+    positions: np.ndarray
+    potentials: np.ndarray
+    gradients: np.ndarray | None
+    coarse_potentials: np.ndarray | None = None
+    coarse_gradients: np.ndarray | None = None
+
+    @classmethod
+    def finite(cls, positions, potentials, gradients) -> _TrainingRows:
+        """The rows where the exact position, potential and gradient are finite."""
+        positions = np.atleast_2d(np.asarray(positions, dtype=float))
+        potentials = np.asarray(potentials, dtype=float).reshape(-1)
+        finite = np.all(np.isfinite(positions), axis=1) & np.isfinite(potentials)
+        if gradients is not None:
+            gradients = np.asarray(gradients, dtype=float).reshape(positions.shape)
+            finite &= np.all(np.isfinite(gradients), axis=1)
+        return cls(positions, potentials, gradients).where(finite)
+
+    def where(self, mask: np.ndarray) -> _TrainingRows:
+        """The rows ``mask`` selects."""
+        return _TrainingRows(*(None if field is None else field[mask] for field in self))
+
+    def differences(self) -> _TrainingRows:
+        """Rows of ``U - U_c`` (and ``grad U - grad U_c``): the correction's targets."""
+        gradients = None if self.gradients is None else self.gradients - self.coarse_gradients
+        return _TrainingRows(self.positions, self.potentials - self.coarse_potentials, gradients)
+
+    def held_out_errors(self, correction, network, fraction: float) -> HeldOutErrors:
+        """The three predictors' relative errors on the correction's held-out points.
+
+        The correction holds out the same points of the same rows (``validation_mask``) and
+        whitens the same way, so its absolute held-out error of ``U - U_c`` is the corrected
+        surrogate's error of ``U``. The network alone was fitted to the rows before the coarse
+        model's failures were dropped, so its error is comparable only when there were none
+        (else it is NaN), and without gradients it is not fitted (NaN).
+        """
+        held_out = validation_mask(len(self.positions), fraction)
+        if not held_out.any():
+            return HeldOutErrors(np.nan, np.nan, np.nan)
+        if self.gradients is None:
+            scale = float(np.std(self.potentials[held_out]))
+            miss = self.potentials[held_out] - self.coarse_potentials[held_out]
+            corrected = np.nan if correction is None else correction.report.potential_error
+            return HeldOutErrors(float(np.std(miss)) / scale, corrected / scale, np.nan)
+        whitening = Whitening.from_positions(self.positions)
+        exact = whitening.gradient_to_whitened(self.gradients[held_out])
+        miss = exact - whitening.gradient_to_whitened(self.coarse_gradients[held_out])
+        spread = _spread(exact)
+        coarse = float(np.sqrt(np.mean(np.sum(miss**2, axis=1)) / spread))
+        corrected = np.nan
+        if correction is not None:
+            corrected = correction.report.gradient_error * np.sqrt(_spread(miss) / spread)
+        comparable = network is not None and network.report.n_points == len(self.positions)
+        network_error = network.report.gradient_error if comparable else np.nan
+        return HeldOutErrors(coarse, float(corrected), float(network_error))
+
+
+def _spread(gradients: np.ndarray) -> float:
+    """Mean squared distance of the rows from their mean (the network's error scale)."""
+    return float(np.mean(np.sum((gradients - gradients.mean(axis=0)) ** 2, axis=1)))
