@@ -17,8 +17,10 @@ Workloads (``--workloads``, ``fine/coarse``):
 Samplers (``--samplers``): ``NUTS`` (PyMC's, diagonal mass matrix), ``NUTS dense``
 (``init="jitter+adapt_full"``), ``nutpie``, ``nutpie low-rank``, ``RNSHMC`` (the random network
 alone), ``RNSHMC coarse`` (``coarse=`` the coarse model), ``RNSHMC coarse 20 %`` (the same
-with its first fit after 20 % of tuning, as RNSHMC without ``coarse=``) and ``MLDA`` (two
-levels, the coarse random walk subsampled 5 times; :mod:`benchmarks.mlda`). One chain of
+with its first fit after 20 % of tuning, as RNSHMC without ``coarse=``), ``RNSHMC coarse
+alone`` (trajectories by the coarse model alone, for its acceptance) and ``MLDA`` (two
+levels, the coarse random walk subsampled 5 times, or ``k`` times for ``MLDA k``;
+:mod:`benchmarks.mlda`). One chain of
 ``--tune`` + ``--draws`` per workload, seed and sampler, one core, BLAS on one thread, each a
 whole timed ``pm.sample`` call with its tuning kept, split into parts as in
 :mod:`benchmarks.wide_models`.
@@ -27,8 +29,9 @@ Per row: the whole call; exact logp and gradient evaluations (and seconds) until
 tail ESS reach 1000 (tuning as spent, the kept draws scaled); bulk and tail ESS per draw;
 acceptance; for the surrogates the held-out error of the coarse model alone, of coarse +
 correction and of the network alone at the last fit, and what the trajectories moved by; the
-largest difference of a posterior mean from NUTS's in combined MCSEs; and the seconds of one
-fine and one coarse logp-and-gradient call. Results go to
+largest difference of a posterior mean from the first NUTS run's (``NUTS``, else ``NUTS
+dense``, ...) in combined MCSEs; and the seconds of one fine and one coarse logp-and-gradient
+call. Results go to
 ``benchmarks/results/<output>.{json,md}`` after every run.
 """
 
@@ -70,7 +73,6 @@ OPTIONS = {
     "NUTS dense": {"init": "jitter+adapt_full"},
     "nutpie low-rank": {"adaptation": "low_rank"},
 }
-REFERENCE = "NUTS"
 
 
 def workload(name: str):
@@ -109,16 +111,26 @@ def seconds_per_call(model, repeats: int = 50) -> float:
     return float(np.median(times))
 
 
+def coarse_alone(coarse) -> RNSHMC:
+    """RNSHMC whose trajectories move by the coarse model alone (the correction still fitted)."""
+    step = RNSHMC(coarse=coarse)
+    step._surrogate_template.moves_by = "coarse"  # a study, not a user's option
+    return step
+
+
 def step_of(sampler: str, coarse, args):
     """What ``run_sampler`` takes for ``sampler``."""
     if sampler in BACKENDS:
         return BACKENDS[sampler]
     if sampler == "RNSHMC coarse":
         return functools.partial(RNSHMC, coarse=coarse)
+    if sampler == "RNSHMC coarse alone":  # moves by the coarse model alone, for its acceptance
+        return functools.partial(coarse_alone, coarse=coarse)
     if sampler == "RNSHMC coarse 20 %":  # the first fit after 20 % of tuning, as without coarse=
         return functools.partial(RNSHMC, coarse=coarse, exploration_steps=args.tune // 5)
-    if sampler == "MLDA":
-        return functools.partial(TwoLevelDelayedAcceptance, coarse=coarse)
+    if sampler.startswith("MLDA"):  # "MLDA" subsamples 5 coarse steps, "MLDA 25" 25
+        subsampling = int(sampler[4:] or 5)
+        return functools.partial(TwoLevelDelayedAcceptance, coarse=coarse, subsampling=subsampling)
     return RNSHMC
 
 
@@ -161,7 +173,8 @@ def surrogate_columns(step) -> dict:
 
 def measure(run, fits, runs: dict, args) -> dict:
     """One run's row."""
-    table = comparison_table(runs, REFERENCE if REFERENCE in runs else None).loc[run.name]
+    reference = next((name for name in BACKENDS if name in runs), None)
+    table = comparison_table(runs, reference).loc[run.name]
     kept = run.trace.sample_stats
     row = {
         "whole call s": run.whole_call_seconds,

@@ -15,8 +15,9 @@ two coordinates). A kernel passes with ``max |z| < 4.5`` and ``KS p > 1e-3`` (fa
 about 1.1e-3 per row for an exact kernel).
 
 Kernels: every sampler and dynamics of the protocol tests (``tests/step_methods/conftest.py``:
-RNSHMC with leapfrog and NUTS dynamics and on a model without gradients, ARNSHMC, RNSRMHMC,
-SparseGridHMC), on every seed; and, on the first seed only with ``--extra-n`` draws, ARNSHMC with
+RNSHMC with leapfrog and NUTS dynamics, on a model without gradients and with a deliberately
+wrong coarse model, ARNSHMC, RNSRMHMC, SparseGridHMC; ``--only`` picks those whose label contains
+a text), on every seed; and, on the first seed only with ``--extra-n`` draws, ARNSHMC with
 ``freeze_after_tuning=True``, RNSHMC with deliberately wrong surrogates (which must still pass),
 and three broken kernels that must fail: ``ShiftedRNSHMC`` (an exact sampler of the posterior
 moved by 0.25 sd) and ``SurrogateAcceptanceRNSHMC`` (Metropolis test on the surrogate, not the
@@ -73,7 +74,9 @@ def protocol_kernels() -> list[Kernel]:
     """The protocol tests' samplers, each with its own default exploration length."""
     return [
         Kernel(
-            case.step_class.__name__ + (" (black box)" if case.black_box else ""),
+            case.step_class.__name__
+            + (" (black box)" if case.black_box else "")
+            + (" (wrong coarse model)" if "coarse" in case.options else ""),
             functools.partial(case.make, exploration_steps=None, safety_net=None),
             gradient=not case.black_box,
             riemannian=case.step_class is RNSRMHMC,
@@ -167,6 +170,8 @@ def tasks(args) -> list[tuple[Kernel, str, int, int]]:
     for seed in args.seeds:
         for posterior in args.posteriors:
             for kernel in protocol_kernels():
+                if args.only and args.only not in kernel.label:
+                    continue
                 n = args.riemannian_n if kernel.riemannian else args.n
                 if kernel.riemannian and seed != args.seeds[0]:
                     continue
@@ -251,6 +256,7 @@ def main() -> None:
         help="cap on leapfrog steps per trajectory (default: each sampler's own, 1024)",
     )
     parser.add_argument("--posteriors", nargs="+", default=list(POSTERIORS), choices=POSTERIORS)
+    parser.add_argument("--only", default="", help="the protocol kernels whose label has this")
     parser.add_argument("--output", default="stationarity")
     args = parser.parse_args()
     start = time.perf_counter()

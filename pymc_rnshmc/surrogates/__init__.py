@@ -2,6 +2,15 @@
 
 from pymc_rnshmc.exceptions import SurrogateFitError
 from pymc_rnshmc.surrogates.base import PotentialSurrogate
+from pymc_rnshmc.surrogates.coarse import CoarseCorrectedSurrogate, CoarseFitReport, HeldOutErrors
 from pymc_rnshmc.surrogates.network.random_network import FitReport, RandomNetworkSurrogate
 
-__all__ = ["FitReport", "PotentialSurrogate", "RandomNetworkSurrogate", "SurrogateFitError"]
+__all__ = [
+    "CoarseCorrectedSurrogate",
+    "CoarseFitReport",
+    "FitReport",
+    "HeldOutErrors",
+    "PotentialSurrogate",
+    "RandomNetworkSurrogate",
+    "SurrogateFitError",
+]

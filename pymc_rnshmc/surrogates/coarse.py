@@ -144,6 +144,8 @@ class CoarseCorrectedSurrogate:
     correction : RandomNetworkSurrogate, optional
         The unfitted network of the correction (and of the network alone); default
         ``RandomNetworkSurrogate()``.
+    moves_by : {"coarse", "corrected"}, optional
+        Move by this whatever the held-out errors say (for studies); default: the better one.
 
     Attributes
     ----------
@@ -161,9 +163,17 @@ class CoarseCorrectedSurrogate:
     defined_everywhere = True
     is_gradient_field = True
 
-    def __init__(self, coarse: CoarsePotential, correction: RandomNetworkSurrogate | None = None):
+    def __init__(
+        self,
+        coarse: CoarsePotential,
+        correction: RandomNetworkSurrogate | None = None,
+        moves_by: str | None = None,
+    ):
         if not callable(coarse):
             raise TypeError(f"coarse must be callable q -> (U, grad U); got {coarse!r}.")
+        if moves_by not in (None, "coarse", "corrected"):
+            raise ValueError(f"moves_by must be None, 'coarse' or 'corrected'; got {moves_by!r}.")
+        self.moves_by = moves_by
         self.coarse = coarse
         self.template = RandomNetworkSurrogate() if correction is None else correction
         self.correction: RandomNetworkSurrogate | None = None
@@ -225,7 +235,9 @@ class CoarseCorrectedSurrogate:
         )
         self.correction = self._fitted(rows.differences(), rng)
         errors = rows.held_out_errors(self.correction, network, self.template.validation_fraction)
-        self.choice = "coarse" if self.correction is None else errors.best_with_coarse()
+        self.choice = self.moves_by or errors.best_with_coarse()
+        if self.correction is None:
+            self.choice = "coarse"
         if rows.gradients is None:  # the proxy follows the force the chain will move by
             network = self._network_alone(self._at_training_points(rows), rng)
         self.network = network

@@ -151,3 +151,15 @@ def test_copies_share_the_coarse_model_and_fit_on_their_own():
     positions, potentials, gradients = training()
     other.fit(positions, potentials, gradients, rng=1)
     assert surrogate.report is None and surrogate.correction is None
+
+
+def test_the_choice_can_be_forced_for_studies():
+    positions, potentials, gradients = training()
+    forced = CoarseCorrectedSurrogate(wrong_coarse, moves_by="coarse")
+    forced.fit(positions, potentials, gradients, rng=3)
+    assert forced.choice == "coarse"
+    assert forced.report.errors.corrected < forced.report.errors.coarse
+    q = np.full(D, 0.2)
+    np.testing.assert_allclose(forced.gradient(q), wrong_coarse(q)[1])
+    with pytest.raises(ValueError, match="moves_by"):
+        CoarseCorrectedSurrogate(wrong_coarse, moves_by="network")
