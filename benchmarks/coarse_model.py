@@ -50,9 +50,9 @@ import numpy as np
 
 from benchmarks.measure import cell, markdown_table, run_metadata, write_results
 from benchmarks.mlda import TwoLevelDelayedAcceptance
-from benchmarks.wide_models import breakdown, timed_fits
+from benchmarks.wide_models import breakdown, timed_call
 from pymc_rnshmc import RNSHMC
-from pymc_rnshmc.comparison import comparison_table, run_sampler
+from pymc_rnshmc.comparison import comparison_table
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.surrogates.base import held_out_error
 from pymc_rnshmc.workloads.elliptic_pde import elliptic_pde
@@ -136,22 +136,8 @@ def step_of(sampler: str, coarse, args):
 
 def sample(fine, coarse, sampler: str, args, seed: int):
     """One timed call, tuning kept, and the fits' times."""
-    fits: list = []
-    with timed_fits(fits):
-        run = run_sampler(
-            step_of(sampler, coarse, args),
-            fine,
-            name=sampler,
-            tune=args.tune,
-            draws=args.draws,
-            chains=1,
-            cores=1,
-            random_seed=seed,
-            progressbar=False,
-            discard_tuned_samples=False,
-            **OPTIONS.get(sampler, {}),
-        )
-    return run, fits
+    step = step_of(sampler, coarse, args)
+    return timed_call(fine, step, sampler, args, seed, **OPTIONS.get(sampler, {}))
 
 
 def surrogate_columns(step) -> dict:

@@ -119,15 +119,20 @@ WORKLOADS = {
 
 
 def sample(model, sampler: str, args, seed: int) -> tuple[SamplerRun, list]:
-    """One timed call (:func:`~pymc_rnshmc.comparison.run_sampler`), tuning draws kept, and the
-    fits' times."""
+    """:func:`timed_call` of the sampler called ``sampler``."""
+    step = BACKENDS.get(sampler, STEPS.get(sampler, RNSHMC))
+    return timed_call(model, step, sampler, args, seed, **OPTIONS.get(sampler, {}))
+
+
+def timed_call(model, step, name: str, args, seed: int, **options) -> tuple[SamplerRun, list]:
+    """One chain's timed call (:func:`~pymc_rnshmc.comparison.run_sampler`) of ``args.tune`` +
+    ``args.draws``, tuning draws kept, and the fits' times."""
     fits: list = []
-    options = OPTIONS.get(sampler, {})
     with timed_fits(fits):
         run = run_sampler(
-            BACKENDS.get(sampler, STEPS.get(sampler, RNSHMC)),
+            step,
             model,
-            name=sampler,
+            name=name,
             tune=args.tune,
             draws=args.draws,
             chains=1,

@@ -48,6 +48,7 @@ import numpy as np
 from pymc_rnshmc.exceptions import SurrogateFitError
 from pymc_rnshmc.surrogates.network.held_out_selection import validation_mask
 from pymc_rnshmc.surrogates.network.random_network import RandomNetworkSurrogate
+from pymc_rnshmc.surrogates.training import finite_rows
 from pymc_rnshmc.surrogates.whitening import Whitening
 
 __all__ = ["CoarseFitReport", "CoarseCorrectedSurrogate", "HeldOutErrors"]
@@ -325,13 +326,7 @@ class _TrainingRows(NamedTuple):
     @classmethod
     def finite(cls, positions, potentials, gradients) -> _TrainingRows:
         """The rows where the exact position, potential and gradient are finite."""
-        positions = np.atleast_2d(np.asarray(positions, dtype=float))
-        potentials = np.asarray(potentials, dtype=float).reshape(-1)
-        finite = np.all(np.isfinite(positions), axis=1) & np.isfinite(potentials)
-        if gradients is not None:
-            gradients = np.asarray(gradients, dtype=float).reshape(positions.shape)
-            finite &= np.all(np.isfinite(gradients), axis=1)
-        return cls(positions, potentials, gradients).where(finite)
+        return cls(*finite_rows(positions, potentials, gradients))
 
     def where(self, mask: np.ndarray) -> _TrainingRows:
         """The rows ``mask`` selects."""

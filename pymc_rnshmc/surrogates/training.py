@@ -4,7 +4,29 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["TrainingBuffer"]
+__all__ = ["TrainingBuffer", "finite_rows"]
+
+
+def finite_rows(
+    positions, potentials, gradients=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The training rows whose position, potential and gradient are all finite, as floats.
+
+    Raises
+    ------
+    ValueError
+        ``positions`` and ``potentials`` have different numbers of rows.
+    """
+    positions = np.atleast_2d(np.asarray(positions, dtype=float))
+    potentials = np.asarray(potentials, dtype=float).reshape(-1)
+    if potentials.shape[0] != positions.shape[0]:
+        raise ValueError("positions and potentials must have the same number of rows.")
+    finite = np.all(np.isfinite(positions), axis=1) & np.isfinite(potentials)
+    if gradients is not None:
+        gradients = np.asarray(gradients, dtype=float).reshape(positions.shape)
+        finite &= np.all(np.isfinite(gradients), axis=1)
+        gradients = gradients[finite]
+    return positions[finite], potentials[finite], gradients
 
 
 class TrainingBuffer:

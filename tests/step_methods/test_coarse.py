@@ -8,6 +8,7 @@ import pymc as pm
 import pytest
 from scipy import stats
 
+import pymc_rnshmc
 from pymc_rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.coarse_model import CoarseModelPotential
 from pymc_rnshmc.surrogates.coarse import CoarseCorrectedSurrogate
@@ -116,3 +117,13 @@ def test_coarse_needs_the_random_network():
     coarse = wrong_normal()
     with correlated_normal(), pytest.raises(ValueError, match="RandomNetworkSurrogate"):
         RNSHMC(coarse=coarse, surrogate=DistortedSurrogate("flattened", 0.3))
+
+
+def test_pooled_chains_share_one_coarse_corrected_surrogate():
+    coarse = wrong_normal()
+    with correlated_normal() as model:
+        step = RNSHMC(coarse=coarse, weigh_costs=False)
+    idata = pymc_rnshmc.sample(
+        draws=600, tune=400, chains=2, step=step, model=model, random_seed=2, progressbar=False
+    )
+    assert_correlated_normal(idata, "pooled RNSHMC(coarse=...)", min_ess=100)

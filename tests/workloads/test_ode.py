@@ -47,3 +47,19 @@ def test_the_hudson_pelts_model_has_eight_parameters_and_prefers_the_classic_fit
     fit["sigma_log__"] = np.log([0.25, 0.25])
     logp = model.compile_logp()
     assert np.isfinite(logp(fit)) and logp(fit) > logp(point) + 100
+
+
+def test_the_runge_kutta_coarse_model_is_close_to_the_pm_ode_one():
+    # 2 fixed steps per unit of time against odeint: the same posterior up to about a percent
+    fine, coarse = lotka_volterra(), lotka_volterra(steps_per_unit=2)
+    names = [v.name for v in fine.continuous_value_vars]
+    assert names == [v.name for v in coarse.continuous_value_vars]
+    point = fine.initial_point()
+    for name, value in LOTKA_VOLTERRA_TRUTH.items():
+        point[f"{name}_log__"] = np.log(value)
+    fine_logp, coarse_logp = fine.compile_logp()(point), coarse.compile_logp()(point)
+    assert abs(fine_logp - coarse_logp) < 0.05 * abs(fine_logp)
+    fine_gradient = fine.compile_dlogp()(point)
+    coarse_gradient = coarse.compile_dlogp()(point)
+    error = np.linalg.norm(coarse_gradient - fine_gradient) / np.linalg.norm(fine_gradient)
+    assert 0 < error < 0.1

@@ -22,6 +22,7 @@ import copy
 import numpy as np
 
 from pymc_rnshmc.surrogates.network.online_least_squares import NormalEquationsRidge
+from pymc_rnshmc.surrogates.training import finite_rows
 
 __all__ = ["OnlineNetworkLearner"]
 
@@ -120,14 +121,7 @@ class OnlineNetworkLearner:
 
     def _add_block(self, positions, potentials, gradients) -> None:
         surrogate = self.surrogate
-        positions = np.atleast_2d(np.asarray(positions, dtype=float))
-        potentials = np.asarray(potentials, dtype=float).reshape(-1)
-        finite = np.all(np.isfinite(positions), axis=1) & np.isfinite(potentials)
-        if gradients is not None:
-            gradients = np.asarray(gradients, dtype=float).reshape(positions.shape)
-            finite &= np.all(np.isfinite(gradients), axis=1)
-            gradients = gradients[finite]
-        positions, potentials = positions[finite], potentials[finite]
+        positions, potentials, gradients = finite_rows(positions, potentials, gradients)
         if positions.shape[0] == 0:
             return
         whitening, quadratic, layer = surrogate.whitening, surrogate.quadratic_part, surrogate.layer

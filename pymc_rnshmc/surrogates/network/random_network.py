@@ -42,6 +42,7 @@ from pymc_rnshmc.surrogates.network.hidden_layers import (
 from pymc_rnshmc.surrogates.network.least_squares import ridge_solve
 from pymc_rnshmc.surrogates.network.online_network import OnlineNetworkLearner
 from pymc_rnshmc.surrogates.quadratic import QuadraticPotential
+from pymc_rnshmc.surrogates.training import finite_rows
 from pymc_rnshmc.surrogates.whitening import Whitening
 
 __all__ = ["FitReport", "RandomNetworkSurrogate"]
@@ -445,18 +446,8 @@ class RandomNetworkSurrogate:
         SurrogateFitError
             Fewer finite rows than the fit needs.
         """
-        positions = np.atleast_2d(np.asarray(positions, dtype=float))
-        potentials = np.asarray(potentials, dtype=float).reshape(-1)
+        positions, potentials, gradients = finite_rows(positions, potentials, gradients)
         n_points, dim = positions.shape
-        if potentials.shape[0] != n_points:
-            raise ValueError("positions and potentials must have the same number of rows.")
-        finite = np.all(np.isfinite(positions), axis=1) & np.isfinite(potentials)
-        if gradients is not None:
-            gradients = np.asarray(gradients, dtype=float).reshape(n_points, dim)
-            finite &= np.all(np.isfinite(gradients), axis=1)
-            gradients = gradients[finite]
-        positions, potentials = positions[finite], potentials[finite]
-        n_points = positions.shape[0]
         minimum = dim + 2 if self.quadratic else 3
         if n_points < minimum:
             raise SurrogateFitError(
