@@ -1,9 +1,10 @@
 """A two-level delayed-acceptance baseline (MLDA with one coarse level), for the benchmarks only.
 
 Not a product feature: the comparison that :mod:`benchmarks.coarse_model` needs for the coarse
-model's issue. PyMC shipped MLDA until version 4 and its port is not maintained; tinyDA has it
-but does not install here (no network beyond the package index, and it is not on the machine's
-lists), so this is a minimal version written from the paper, as a PyMC step so that the
+model's issue. PyMC shipped MLDA until version 4 and its port is not maintained. tinyDA has it:
+version 0.9.21 installs from the package index into its own environment and imports there once
+``ray`` and ``matplotlib<3.9`` are added (its ArviZ 0.18 fails on matplotlib 3.11), but it is not
+compared with yet. This is a minimal version written from the paper, as a PyMC step, so that the
 comparison measures it the same way as every other sampler.
 
 Each draw runs ``subsampling`` steps of a random-walk Metropolis chain on the coarse posterior

@@ -232,13 +232,13 @@ suffice); then learn from the tuning draws, refitting each time they double whil
 helps."""
 
 ARNSHMC_SCHEDULE = RNSHMC_SCHEDULE
+"""As RNSHMC's: ARNSHMC differs in what it does after tuning, not before."""
 
 COARSE_SCHEDULE = replace(RNSHMC_SCHEDULE, earliest_share=0.0)
 """RNSHMC's schedule with the user's coarse model: the first fit comes after ``max(50, 1.5 d)``
 draws, not 20 % of tuning, and is postponed as before while its held-out error is poor. The
 20 % were measured for a network learning the whole potential; a correction of a coarse model
 needs few points (``python -m benchmarks.coarse_model`` compares both starts)."""
-"""As RNSHMC's: ARNSHMC differs in what it does after tuning, not before."""
 
 SPARSE_GRID_SCHEDULE = ExplorationSchedule(
     tuning_share=0.2,
