@@ -3,6 +3,7 @@
     python -m benchmarks.trust_battery                                # everything, 4 seeds
     python -m benchmarks.trust_battery --posteriors banana --seeds 1 --draws 2000   # smoke
     python -m benchmarks.trust_battery --dynamics hmc --ceiling --output trust_ceiling
+    python -m benchmarks.trust_battery --coarse wrong --output trust_wrong_coarse
 
 Every posterior has an exact reference (quadrature or a closed form). ``RNSHMC()`` with its
 defaults, both dynamics, runs ``--chains`` chains of ``--tune`` + ``--draws`` (default 2 x
@@ -39,6 +40,7 @@ from scipy import stats
 
 from benchmarks.measure import cell, markdown_table, run_metadata, write_results
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate, SurrogateWarning
+from tests.step_methods.helpers import WrongCoarseModel
 
 WRONG = 5.0
 """``|z|`` of a mean above which a run is wrong (the issue's bar)."""
@@ -161,8 +163,12 @@ def _highest_wall(stats_group) -> float:
 
 
 def surrogate_options(args) -> dict:
-    """``surrogate=`` for ``--ceiling`` (the network's ceiling on), else nothing."""
-    return {"surrogate": RandomNetworkSurrogate(ceiling=True)} if args.ceiling else {}
+    """``surrogate=`` for ``--ceiling`` (the network's ceiling on), ``coarse=`` for ``--coarse
+    wrong`` (a deliberately wrong coarse model, ``N(0.5, 1.5^2)`` in every coordinate)."""
+    options = {"surrogate": RandomNetworkSurrogate(ceiling=True)} if args.ceiling else {}
+    if args.coarse == "wrong":
+        options["coarse"] = WrongCoarseModel()
+    return options
 
 
 def run(reference: Reference, dynamics: str, seed: int, args) -> dict:
@@ -232,6 +238,7 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--output", default="trust_battery")
     parser.add_argument("--ceiling", action="store_true", help="the network's ceiling on")
+    parser.add_argument("--coarse", choices=["none", "wrong"], default="none")
     args = parser.parse_args()
     rows = []
     columns = (
