@@ -12,7 +12,9 @@ Workloads (``--workloads``, ``fine/coarse``):
   (:func:`pymc_rnshmc.workloads.elliptic_pde.elliptic_pde`, same data, same field);
 - ``ode/m``: Lotka-Volterra through ``pm.ode`` (d = 7, scipy's ``odeint`` with forward
   sensitivities), its coarse model fixed-step Runge-Kutta with ``m`` steps per unit of time in
-  PyTensor (:func:`pymc_rnshmc.workloads.ode.lotka_volterra`).
+  PyTensor (:func:`pymc_rnshmc.workloads.ode.lotka_volterra`);
+- ``ode_rtol/r``: the same, its coarse model ``pm.ode`` with relative tolerance ``r``
+  (``1e-3``: a loose-tolerance solve).
 
 Samplers (``--samplers``): ``NUTS`` (PyMC's, diagonal mass matrix), ``NUTS dense``
 (``init="jitter+adapt_full"``), ``nutpie``, ``nutpie low-rank``, ``RNSHMC`` (the random network
@@ -76,7 +78,7 @@ OPTIONS = {
 
 
 def workload(name: str):
-    """``(description, fine model, coarse model)`` of ``pde_N/M`` or ``ode/m``."""
+    """``(description, fine model, coarse model)`` of ``pde_N/M``, ``ode/m`` or ``ode_rtol/r``."""
     kind, coarse = name.split("/")
     if kind.startswith("pde_"):
         fine_cells, coarse_cells = int(kind[4:]), int(coarse)
@@ -92,6 +94,12 @@ def workload(name: str):
             f"Lotka-Volterra through pm.ode, d = 7, coarse RK4 with {steps} steps per unit time",
             lotka_volterra(),
             lotka_volterra(steps_per_unit=steps),
+        )
+    if kind == "ode_rtol":
+        return (
+            f"Lotka-Volterra through pm.ode, d = 7, coarse pm.ode with rtol {coarse}",
+            lotka_volterra(),
+            lotka_volterra(rtol=float(coarse)),
         )
     raise ValueError(f"unknown workload {name!r}")
 

@@ -63,3 +63,21 @@ def test_the_runge_kutta_coarse_model_is_close_to_the_pm_ode_one():
     coarse_gradient = coarse.compile_dlogp()(point)
     error = np.linalg.norm(coarse_gradient - fine_gradient) / np.linalg.norm(fine_gradient)
     assert 0 < error < 0.1
+
+
+def test_the_tolerance_of_the_loose_coarse_model_takes_effect():
+    # pm.ode with rtol 1e-3 is close to the default solve, rtol 1e-7 closer still
+    point = lotka_volterra().initial_point()
+    for name, value in LOTKA_VOLTERRA_TRUTH.items():
+        point[f"{name}_log__"] = np.log(value)
+
+    def gradient(**options):
+        return lotka_volterra(**options).compile_dlogp()(point)
+
+    default = gradient()
+
+    def error(rtol):
+        return np.linalg.norm(gradient(rtol=rtol) - default) / np.linalg.norm(default)
+
+    loose, tight = error(1e-3), error(1e-7)
+    assert 0 < tight < loose < 1e-2
