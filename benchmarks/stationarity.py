@@ -16,14 +16,16 @@ about 1.1e-3 per row for an exact kernel).
 
 Kernels: every sampler and dynamics of the protocol tests (``tests/step_methods/conftest.py``:
 RNSHMC with leapfrog and NUTS dynamics, on a model without gradients and with a deliberately
-wrong coarse model, ARNSHMC, RNSRMHMC, SparseGridHMC; ``--only`` picks those whose label contains
-a text), on every seed; and, on the first seed only with ``--extra-n`` draws, ARNSHMC with
-``freeze_after_tuning=True``, RNSHMC with deliberately wrong surrogates (which must still pass),
+wrong coarse model, ARNSHMC, RNSRMHMC, SparseGridHMC), on every seed; and, on the first seed
+only with ``--extra-n`` draws, ARNSHMC with ``freeze_after_tuning=True`` (alone and with a wrong
+coarse model), RNSHMC with deliberately wrong surrogates (which must still pass),
 and three broken kernels that must fail: ``ShiftedRNSHMC`` (an exact sampler of the posterior
 moved by 0.25 sd) and ``SurrogateAcceptanceRNSHMC`` (Metropolis test on the surrogate, not the
 model) with its own surrogate and with one flattened to 0.3 times its potential. RNSRMHMC costs
 25-50 ms a transition (the others under 1 ms), so it runs with ``--riemannian-n`` draws, on
 the first seed only.
+
+``--only TEXT`` runs only the kernels whose label contains the text.
 
 ``--max-steps`` caps every trajectory (a cap keeps an exact kernel exact): without it a run whose
 step size tuned very small pays 1024 surrogate steps a transition (RNSHMC without gradients on the
@@ -51,7 +53,7 @@ from pymc_rnshmc import ARNSHMC, RNSHMC, RNSRMHMC
 from tests.calibration import ShiftedRNSHMC, SurrogateAcceptanceRNSHMC
 from tests.stationarity import KS_LIMIT, POSTERIORS, Z_LIMIT, StationarityRun, run_stationarity
 from tests.step_methods.conftest import SAMPLERS
-from tests.step_methods.helpers import DistortedSurrogate
+from tests.step_methods.helpers import DistortedSurrogate, WrongCoarseModel
 
 K_VALUES = (1, 5)
 
@@ -101,10 +103,15 @@ def wrong_surrogate(step_class, kind: str, amount: float, **options) -> Callable
 
 
 def extra_kernels() -> list[Kernel]:
-    """ARNSHMC frozen, RNSHMC with wrong surrogates (exact), and the broken kernels."""
+    """ARNSHMC frozen (alone and with a wrong coarse model), RNSHMC with wrong surrogates
+    (exact), and the broken kernels."""
     return [
         Kernel(
             "ARNSHMC (frozen after tuning)", functools.partial(ARNSHMC, freeze_after_tuning=True)
+        ),
+        Kernel(
+            "ARNSHMC (frozen, wrong coarse model)",
+            functools.partial(ARNSHMC, freeze_after_tuning=True, coarse=WrongCoarseModel()),
         ),
         Kernel("RNSHMC, wall surrogate", wrong_surrogate(RNSHMC, "wall", 1.0)),
         Kernel("RNSHMC, flattened surrogate", wrong_surrogate(RNSHMC, "flattened", 0.3)),
@@ -179,7 +186,9 @@ def tasks(args) -> list[tuple[Kernel, str, int, int]]:
     if not args.no_extra:
         for posterior in args.posteriors:
             planned += [
-                (kernel, posterior, args.seeds[0], args.extra_n) for kernel in extra_kernels()
+                (kernel, posterior, args.seeds[0], args.extra_n)
+                for kernel in extra_kernels()
+                if args.only in kernel.label
             ]
     return planned
 
@@ -256,7 +265,7 @@ def main() -> None:
         help="cap on leapfrog steps per trajectory (default: each sampler's own, 1024)",
     )
     parser.add_argument("--posteriors", nargs="+", default=list(POSTERIORS), choices=POSTERIORS)
-    parser.add_argument("--only", default="", help="the protocol kernels whose label has this")
+    parser.add_argument("--only", default="", help="only the kernels whose label has this")
     parser.add_argument("--output", default="stationarity")
     args = parser.parse_args()
     start = time.perf_counter()

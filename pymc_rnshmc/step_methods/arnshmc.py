@@ -18,7 +18,7 @@ from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
-from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE, Phase
+from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE, COARSE_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC, SurrogateHMCState
 from pymc_rnshmc.step_methods.warmup import LEARNING_ENERGY_LIMIT
 from pymc_rnshmc.surrogates.base import Capabilities
@@ -110,8 +110,10 @@ class ARNSHMC(SurrogateHMC):
         ``hidden_units``, ``activation``, ``quadratic``, ``penalty``, ``surrogate``), the
         exploration and trajectory options (``exploration_steps`` defaults to
         ``max(50, 1.5 d, 0.2 tune)``; with fewer than ``d + 2`` usable draws no surrogate is
-        fitted and sampling stays exact)
-        and NUTS's options.
+        fitted and sampling stays exact), ``coarse`` (the user's coarse model; the online
+        estimator then learns the correction ``U - U_c`` from every exact evaluation, at one
+        coarse call each, and the first fit comes after ``max(50, 1.5 d)`` draws) and NUTS's
+        options.
 
     Notes
     -----
@@ -172,7 +174,7 @@ class ARNSHMC(SurrogateHMC):
         super().__init__(
             vars,
             surrogate=surrogate,
-            schedule=ARNSHMC_SCHEDULE,
+            schedule=ARNSHMC_SCHEDULE if kwargs.get("coarse") is None else COARSE_SCHEDULE,
             start_error=start_error,
             refit_during_tuning=refit_during_tuning and self.tuning_gradients,
             weigh_costs=weigh_costs,

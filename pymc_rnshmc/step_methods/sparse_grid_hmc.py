@@ -162,6 +162,11 @@ class SparseGridHMC(SurrogateHMC):
                 raise TypeError(
                     f"SparseGridHMC does not take `{option}` (an option of RNSHMC's network)."
                 )
+        if kwargs.get("coarse") is not None:
+            raise TypeError(
+                "SparseGridHMC does not take `coarse`: its surrogate interpolates the exact "
+                "potential at the grid's nodes. Use RNSHMC(coarse=...) or ARNSHMC(coarse=...)."
+            )
         if kwargs.get("dynamics", "hmc") != "hmc":
             raise ValueError(
                 "SparseGridHMC proposes with leapfrog trajectories only (dynamics='hmc'): its "

@@ -51,7 +51,12 @@ from pymc_rnshmc.surrogates.network.random_network import RandomNetworkSurrogate
 from pymc_rnshmc.surrogates.training import finite_rows
 from pymc_rnshmc.surrogates.whitening import Whitening
 
-__all__ = ["CoarseFitReport", "CoarseCorrectedSurrogate", "HeldOutErrors"]
+__all__ = [
+    "CoarseCorrectionLearner",
+    "CoarseFitReport",
+    "CoarseCorrectedSurrogate",
+    "HeldOutErrors",
+]
 
 CoarsePotential = Callable[[np.ndarray], tuple[float, np.ndarray]]
 """``q -> (U_c(q), grad U_c(q))`` at one point of the sampler's coordinates."""
@@ -276,6 +281,18 @@ class CoarseCorrectedSurrogate:
             gradients=rows.coarse_gradients + self.correction.gradient(rows.positions),
         )
 
+    def online_estimator(
+        self,
+        positions: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None = None,
+    ) -> CoarseCorrectionLearner:
+        """An online learner of the correction's output weights, from these training rows.
+
+        See :class:`CoarseCorrectionLearner`; for ARNSHMC.
+        """
+        return CoarseCorrectionLearner(self, positions, potentials, gradients)
+
     # ------------------------------------------------------------------ evaluation
     def simulation_proxy(self):
         """What batched trajectory simulations run on: the network alone (or this, unfitted)."""
@@ -312,6 +329,77 @@ class CoarseCorrectedSurrogate:
         if position.ndim == 1:
             return self.potential_and_gradient(position)[1]
         return np.stack([self.potential_and_gradient(row)[1] for row in position])
+
+
+class CoarseCorrectionLearner:
+    """Online least squares of the correction: every exact evaluation enters as ``U - U_c``.
+
+    The coarse model is evaluated at each new point (one coarse call per exact one), and its
+    difference from the exact potential (and gradient) goes to the correction network's own
+    online learner (:class:`~pymc_rnshmc.surrogates.network.online_network.OnlineNetworkLearner`).
+    Points where the coarse model fails are left out, as in the batch fit. What the surrogate
+    moves by (coarse alone or corrected) stays the batch fit's choice; without a fitted
+    correction there is nothing to learn and the surrogate stays as it is.
+
+    Parameters
+    ----------
+    surrogate : CoarseCorrectedSurrogate
+        A fitted surrogate; it is not modified (see :meth:`updated_surrogate`).
+    positions, potentials, gradients : ndarray
+        The exact training rows it was fitted to: the learner starts from them.
+    """
+
+    def __init__(
+        self,
+        surrogate: CoarseCorrectedSurrogate,
+        positions: np.ndarray,
+        potentials: np.ndarray,
+        gradients: np.ndarray | None = None,
+    ) -> None:
+        self.surrogate = surrogate
+        self.learner = None
+        if surrogate.correction is None:
+            return
+        exact = _TrainingRows.finite(positions, potentials, gradients)
+        coarse_potentials, coarse_gradients = surrogate.coarse_rows(exact.positions)
+        usable = np.isfinite(coarse_potentials)
+        differences = (
+            exact.where(usable)
+            ._replace(
+                coarse_potentials=coarse_potentials[usable],
+                coarse_gradients=coarse_gradients[usable],
+            )
+            .differences()
+        )
+        self.learner = surrogate.correction.online_estimator(
+            differences.positions, differences.potentials, differences.gradients
+        )
+
+    def add(self, position: np.ndarray, potential: float, gradient: np.ndarray | None = None):
+        """Learn from one exact evaluation ``U`` (and ``grad U``) at ``position``."""
+        if self.learner is None:
+            return
+        coarse_potential, coarse_gradient = self.surrogate._coarse_at(np.asarray(position))
+        if not np.isfinite(coarse_potential):
+            return
+        difference = None if gradient is None else np.asarray(gradient) - coarse_gradient
+        self.learner.add(position, potential - coarse_potential, difference)
+
+    def updated_surrogate(self, fast_only: bool = False) -> CoarseCorrectedSurrogate:
+        """A copy of the surrogate whose correction has the weights of every point so far.
+
+        Raises as :meth:`OnlineNetworkLearner.updated_surrogate` does.
+        """
+        if self.learner is None:
+            return self.surrogate
+        updated = copy.copy(self.surrogate)
+        updated.correction = self.learner.updated_surrogate(fast_only)
+        return updated
+
+    @property
+    def n_points(self) -> int:
+        """Exact evaluations learned from (the batch fit's included)."""
+        return 0 if self.learner is None else self.learner.n_points
 
 
 class _TrainingRows(NamedTuple):

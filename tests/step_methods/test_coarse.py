@@ -1,4 +1,4 @@
-"""RNSHMC with the user's coarse model: exact draws, the choice it logs, and bad input."""
+"""RNSHMC and ARNSHMC with the user's coarse model: exact draws, the choice it logs, bad input."""
 
 import logging
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 import pymc_rnshmc
-from pymc_rnshmc import RNSHMC
+from pymc_rnshmc import ARNSHMC, RNSHMC, RNSRMHMC, SparseGridHMC
 from pymc_rnshmc.step_methods.coarse_model import CoarseModelPotential
 from pymc_rnshmc.surrogates.coarse import CoarseCorrectedSurrogate
 from tests.checks import assert_moments, posterior_draws
@@ -39,6 +39,18 @@ def test_a_wrong_coarse_model_still_gives_the_exact_posterior(caplog):
     assert surrogate.choice == "corrected"
     assert surrogate.report.errors.coarse > 10 * surrogate.report.errors.corrected
     assert "coarse + correction" in caplog.text
+
+
+def test_arnshmc_learns_the_correction_online_and_stays_on_the_posterior():
+    idata, step = sample_with(
+        ARNSHMC, correlated_normal(), tune=600, draws=1500, seed=5, coarse=wrong_normal()
+    )
+    assert_correlated_normal(idata, "ARNSHMC(coarse=...)")
+    assert isinstance(step.surrogate, CoarseCorrectedSurrogate)
+    stats = idata.sample_stats
+    learned = np.asarray(stats["estimator_points"].values).ravel()
+    assert learned[-1] > learned[0] + 1000  # every kept draw's exact test was learned from
+    assert np.asarray(stats["surrogate_refreshes"].values).max() > 0
 
 
 def test_the_model_itself_as_its_coarse_model_moves_alone():
@@ -111,6 +123,13 @@ def test_a_coarse_callable_with_the_wrong_answer_is_refused():
         RNSHMC(coarse=lambda q: 0.0)
     with correlated_normal(), pytest.raises(TypeError, match=r"pymc\.Model"):
         RNSHMC(coarse="coarse.nc")
+
+
+@pytest.mark.parametrize("step_class", [RNSRMHMC, SparseGridHMC])
+def test_samplers_that_cannot_use_a_coarse_model_refuse_it(step_class):
+    coarse = wrong_normal()
+    with correlated_normal(), pytest.raises(TypeError, match="does not take `coarse`"):
+        step_class(coarse=coarse)
 
 
 def test_coarse_needs_the_random_network():

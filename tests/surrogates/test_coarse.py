@@ -26,6 +26,13 @@ def wrong_coarse(q):
     return 0.3 * shifted @ shifted, 0.6 * shifted
 
 
+def failing_coarse(q):
+    """``wrong_coarse``, raising where the first coordinate is above one."""
+    if q[0] > 1.0:
+        raise RuntimeError("solver diverged")
+    return wrong_coarse(q)
+
+
 def training(n=300, seed=1):
     rng = np.random.default_rng(seed)
     positions = rng.standard_normal((n, D))
@@ -123,12 +130,7 @@ def test_values_only_fits_correct_the_values_and_the_proxy_follows_the_moving_fo
 
 
 def test_a_failing_coarse_model_loses_its_points_and_its_force_there():
-    def fails_beyond_one(q):
-        if q[0] > 1.0:
-            raise RuntimeError("solver diverged")
-        return wrong_coarse(q)
-
-    surrogate = fitted(coarse=fails_beyond_one)
+    surrogate = fitted(coarse=failing_coarse)
     positions = training()[0]
     assert surrogate.report.coarse_failures == int(np.sum(positions[:, 0] > 1.0)) > 0
     assert surrogate.report.n_points == len(positions) - surrogate.report.coarse_failures
@@ -163,3 +165,50 @@ def test_the_choice_can_be_forced_for_studies():
     np.testing.assert_allclose(forced.gradient(q), wrong_coarse(q)[1])
     with pytest.raises(ValueError, match="moves_by"):
         CoarseCorrectedSurrogate(wrong_coarse, moves_by="network")
+
+
+def gradient_error(surrogate, rows):
+    """Relative error of the surrogate's gradient against the exact one at ``rows``."""
+    truth = np.stack([exact(q)[1] for q in rows])
+    return np.linalg.norm(surrogate.gradient(rows) - truth) / np.linalg.norm(truth)
+
+
+def test_the_online_learner_learns_the_correction_from_new_exact_points():
+    # fitted on 30 points near the origin, it learns from 400 spread wider: its error on wide
+    # test points falls, and the learned copy still adds the coarse model's force
+    rng = np.random.default_rng(4)
+    near = 0.5 * rng.standard_normal((30, D))
+    potentials = np.array([exact(q)[0] for q in near])
+    gradients = np.stack([exact(q)[1] for q in near])
+    surrogate = CoarseCorrectedSurrogate(wrong_coarse, RandomNetworkSurrogate(n_hidden=60))
+    surrogate.fit(near, potentials, gradients, rng=3)
+    learner = surrogate.online_estimator(near, potentials, gradients)
+    for q in 1.5 * rng.standard_normal((400, D)):
+        learner.add(q, *exact(q))
+    assert learner.n_points == 430
+    updated = learner.updated_surrogate()
+    assert updated is not surrogate and updated.correction is not surrogate.correction
+    assert updated.coarse is surrogate.coarse and updated.choice == surrogate.choice
+    tests = 1.5 * rng.standard_normal((200, D))
+    assert gradient_error(updated, tests) < 0.8 * gradient_error(surrogate, tests)
+
+
+def test_the_online_learner_skips_points_where_the_coarse_model_fails():
+    surrogate = fitted(coarse=failing_coarse)
+    positions, potentials, grads = training()
+    learner = surrogate.online_estimator(positions, potentials, grads)
+    start = learner.n_points
+    assert start < len(positions)  # the failing rows left out from the start too
+    inside, outside = np.full(D, 0.1), np.full(D, 2.0)  # the coarse model fails outside
+    learner.add(outside, *exact(outside))
+    assert learner.n_points == start
+    learner.add(inside, *exact(inside))
+    assert learner.n_points == start + 1
+
+
+def test_without_a_correction_the_online_learner_keeps_the_surrogate():
+    surrogate = fitted(coarse=exact)
+    surrogate.correction = None  # as after a failed correction fit
+    learner = surrogate.online_estimator(*training())
+    learner.add(np.zeros(D), *exact(np.zeros(D)))
+    assert learner.n_points == 0 and learner.updated_surrogate() is surrogate
