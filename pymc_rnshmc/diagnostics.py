@@ -40,6 +40,23 @@ def plot_surrogate(step=None, trace=None, *, window: int = 50, figsize=None):
     ValueError
         Neither is given, the step has no surrogate (it never fitted one), or the trace has no
         surrogate sampler's statistics.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSHMC, plot_surrogate
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     step = RNSHMC(exploration_steps=100, weigh_costs=False)
+    ...     idata = pm.sample(
+    ...         step=step, tune=300, draws=200, chains=1, random_seed=1, progressbar=False,
+    ...         compute_convergence_checks=False,
+    ...     )
+    >>> figure = plot_surrogate(step, idata)
+    >>> [ax.get_title() for ax in figure.axes if ax.get_visible()]
+    ['surrogate vs exact', 'acceptance', 'surrogate error', 'exact evaluations per draw']
+    >>> plt.close(figure)
     """
     if step is None and trace is None:
         raise ValueError("plot_surrogate needs the fitted step, the trace, or both.")

@@ -16,11 +16,40 @@ __all__ = [
 
 
 class SurrogateFitError(RuntimeError):
-    """The surrogate could not be fitted to the training data."""
+    """The surrogate could not be fitted to the training data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_rnshmc import RandomNetworkSurrogate, SurrogateFitError
+    >>> try:
+    ...     RandomNetworkSurrogate().fit(np.zeros((3, 2)), np.zeros(3))
+    ... except SurrogateFitError as error:
+    ...     print(error)
+    3 finite training points in 2 dimensions; the surrogate needs at least 4.
+    """
 
 
 class SurrogateWarning(UserWarning):
-    """The surrogate could not be used as configured; sampling stays exact."""
+    """The surrogate could not be used as configured; sampling stays exact.
+
+    Examples
+    --------
+    Tuning too short for the exploration asked for:
+
+    >>> import warnings
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSHMC, SurrogateWarning
+    >>> with pm.Model(), warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always", SurrogateWarning)
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     idata = pm.sample(
+    ...         step=RNSHMC(exploration_steps=400), tune=300, draws=100, chains=1, random_seed=1,
+    ...         progressbar=False, compute_convergence_checks=False,
+    ...     )
+    >>> [str(w.message).split(" (")[0] for w in caught if w.category is SurrogateWarning]
+    ['Tuning ended before RNSHMC finished exploring']
+    """
 
 
 class ModelEvaluationError(RuntimeError):
@@ -41,6 +70,26 @@ class ModelEvaluationError(RuntimeError):
         How many of ``draws`` were tuning draws.
     chains : int
         The number of pooled chains whose draws ``draws`` holds; 0 for a single chain.
+
+    Examples
+    --------
+    A model that raises (here PyTensor's ``Assert``) beyond ``x = 1``:
+
+    >>> import pymc as pm
+    >>> from pytensor.raise_op import Assert
+    >>> from pymc_rnshmc import RNSHMC, ModelEvaluationError
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 0, 1)
+    ...     below = pm.Potential("below", Assert("x must stay below 1")(0.0, x < 1))
+    ...     try:
+    ...         pm.sample(step=RNSHMC(), tune=300, draws=100, chains=1, random_seed=1,
+    ...                   progressbar=False, compute_convergence_checks=False)
+    ...     except ModelEvaluationError as error:
+    ...         failure = error
+    >>> print(str(failure).split(" at ")[0])
+    The model's logp raised AssertionError: 'x must stay below 1'
+    >>> bool(failure.parameters["x"] >= 1), failure.draws["x"].ndim
+    (True, 1)
     """
 
     def __init__(self, what: str, advice: str = "", parameters: dict | None = None) -> None:
@@ -83,6 +132,15 @@ class EvaluationTimeout(TimeoutError):
     ----------
     seconds : float
         The time limit that was exceeded.
+
+    Examples
+    --------
+    >>> from pymc_rnshmc import EvaluationTimeout
+    >>> try:
+    ...     raise EvaluationTimeout(30)
+    ... except TimeoutError as error:
+    ...     print(error, error.seconds)
+    the evaluation exceeded time_limit = 30 s 30.0
     """
 
     def __init__(self, seconds: float) -> None:

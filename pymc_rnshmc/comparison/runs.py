@@ -74,6 +74,26 @@ class SamplerRun:
     tuning_evaluations : tuple of float
         Exact logp and gradient evaluations of the tuning draws, over every chain
         (:func:`evaluations`); NaN when the call did not report them.
+
+    Examples
+    --------
+    :func:`run_sampler` returns one; made here by hand for a call it does not make, to put
+    it in :func:`comparison_table`:
+
+    >>> import time
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import SamplerRun, comparison_table
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     started = time.perf_counter()
+    ...     trace = pm.sample(
+    ...         step=pm.Metropolis(), tune=300, draws=200, chains=1, random_seed=1,
+    ...         progressbar=False, compute_convergence_checks=False,
+    ...     )
+    >>> run = SamplerRun("Metropolis", trace, time.perf_counter() - started, np.nan)
+    >>> list(comparison_table({run.name: run}).index)
+    ['Metropolis']
     """
 
     name: str
@@ -131,6 +151,18 @@ def run_sampler(
         Its clock starts before a step class or callable builds the step (the surrogate samplers
         compile the model there; a step instance was built before) and, for nutpie, before the
         model is compiled.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSHMC, run_sampler
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     run = run_sampler(RNSHMC, tune=300, draws=200, chains=1, progressbar=False)
+    >>> run.name, run.backend
+    ('RNSHMC', 'pymc')
+    >>> bool(0 < run.draw_seconds < run.whole_call_seconds)
+    True
     """
     model = pm.modelcontext(model)
     name = sampler_name(sampler) if name is None else name

@@ -162,6 +162,22 @@ def comparison_table(runs: Mapping[str, SamplerRun], reference: str | None = Non
     -------
     pandas.DataFrame
         One row per run, indexed by name.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSHMC, comparison_table, run_sampler
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     step = RNSHMC(exploration_steps=100, weigh_costs=False)
+    ...     options = dict(tune=300, draws=200, chains=1, progressbar=False)
+    ...     nuts = run_sampler("pymc", **options)
+    ...     rnshmc = run_sampler(step, **options)
+    >>> table = comparison_table({"NUTS": nuts, "RNSHMC": rnshmc}, reference="NUTS")
+    >>> bool(table.loc["RNSHMC", "grad evals/draw"] < table.loc["NUTS", "grad evals/draw"])
+    True
+    >>> float(table.loc["NUTS", "max |dmean| (MCSE)"])
+    0.0
     """
     summaries = {name: _Summary.of(run.trace) for name, run in runs.items()}
     rows = {}

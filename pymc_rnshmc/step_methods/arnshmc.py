@@ -129,6 +129,22 @@ class ARNSHMC(SurrogateHMC):
        (section 4, Algorithm 4).
     .. [2] Roberts, G. O., & Rosenthal, J. S. (2007). Coupling and ergodicity of adaptive
        Markov chain Monte Carlo algorithms. Journal of Applied Probability, 44(2), 458-475.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import ARNSHMC
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     idata = pm.sample(
+    ...         step=ARNSHMC(exploration_steps=100, weigh_costs=False),
+    ...         tune=300, draws=200, chains=1, random_seed=1, progressbar=False,
+    ...         compute_convergence_checks=False,
+    ...     )
+    >>> bool(abs(idata.posterior["x"].mean() - 1.0) < 0.3)
+    True
+    >>> bool(idata.sample_stats["surrogate_refreshes"].max() > 0)  # it kept learning
+    True
     """
 
     name = "arnshmc"

@@ -99,6 +99,22 @@ class PooledSurrogate(PopulationArrayStepShared):
        using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
     .. [2] Foreman-Mackey, D., Hogg, D. W., Lang, D., & Goodman, J. (2013). emcee: the MCMC
        hammer. PASP, 125(925), 306 (an ensemble's moves applied through a pool).
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSHMC, PooledSurrogate
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     step = PooledSurrogate(RNSHMC(exploration_steps=100, weigh_costs=False))
+    ...     idata = pm.sample(
+    ...         step=step, tune=300, draws=200, chains=2, cores=1, random_seed=1,
+    ...         progressbar=False, compute_convergence_checks=False,
+    ...     )
+    >>> idata.posterior["x"].shape
+    (2, 200, 2)
+    >>> bool(abs(idata.posterior["x"].mean() - 1.0) < 0.3)
+    True
     """
 
     default_blocked = True
@@ -435,6 +451,22 @@ def sample(
     ModelEvaluationError
         The model failed where the failing-model policy stops, or a served model stopped
         answering; the chains' draws so far are in its ``draws``, ``(chain, draw, ...)``.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSHMC, sample
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     step = RNSHMC(exploration_steps=100, weigh_costs=False)
+    ...     idata = sample(
+    ...         draws=200, tune=300, chains=2, step=step, random_seed=1, progressbar=False,
+    ...         compute_convergence_checks=False,
+    ...     )
+    >>> idata.posterior["x"].shape
+    (2, 200, 2)
+    >>> bool(abs(idata.posterior["x"].mean() - 1.0) < 0.3)
+    True
     """
     import pymc as pm
 

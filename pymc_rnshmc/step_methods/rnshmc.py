@@ -196,6 +196,25 @@ class RNSHMC(SurrogateHMC):
     .. [1] Zhang, C., Shahbaba, B., & Zhao, H. (2017). Hamiltonian Monte Carlo acceleration
        using surrogate functions with random bases. Statistics and Computing, 27(6), 1473-1490.
     .. [2] Hoffman, M. D., & Gelman, A. (2014). The No-U-Turn sampler. JMLR, 15, 1593-1623.
+
+    Examples
+    --------
+    Sample as with any PyMC step method (``weigh_costs=False`` makes the draws a function of
+    the seed alone):
+
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSHMC
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     idata = pm.sample(
+    ...         step=RNSHMC(exploration_steps=100, weigh_costs=False),
+    ...         tune=300, draws=200, chains=1, random_seed=1, progressbar=False,
+    ...         compute_convergence_checks=False,
+    ...     )
+    >>> bool(abs(idata.posterior["x"].mean() - 1.0) < 0.3)
+    True
+    >>> bool(idata.sample_stats["used_surrogate"].mean() > 0.5)  # most draws followed it
+    True
     """
 
     name = "rnshmc"

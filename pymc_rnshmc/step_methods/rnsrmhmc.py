@@ -117,6 +117,22 @@ class RNSRMHMC(SurrogateHMC):
        Carlo. Geometric Science of Information, LNCS 8085, 327-334.
     .. [4] Zappa, E., Holmes-Cerfon, M., & Goodman, J. (2018). Monte Carlo on manifolds:
        sampling densities and integrating functions. CPAM, 71(12), 2609-2647.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSRMHMC
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     idata = pm.sample(
+    ...         step=RNSRMHMC(exploration_steps=100, weigh_costs=False),
+    ...         tune=300, draws=200, chains=1, random_seed=1, progressbar=False,
+    ...         compute_convergence_checks=False,
+    ...     )
+    >>> bool(abs(idata.posterior["x"].mean() - 1.0) < 0.3)
+    True
+    >>> bool(idata.sample_stats["unconverged"].sum() == 0)
+    True
     """
 
     name = "rnsrmhmc"

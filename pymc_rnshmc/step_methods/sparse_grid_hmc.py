@@ -127,6 +127,22 @@ class SparseGridHMC(SurrogateHMC):
        Monte Carlo method based on regularity in parameter space. Computational Statistics,
        32(1), 253-279.
     .. [2] Bungartz, H.-J., & Griebel, M. (2004). Sparse grids. Acta Numerica, 13, 147-269.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import SparseGridHMC
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     step = SparseGridHMC(exploration_steps=100, weigh_costs=False)
+    ...     idata = pm.sample(
+    ...         step=step, tune=300, draws=200, chains=1, random_seed=1, progressbar=False,
+    ...         compute_convergence_checks=False,
+    ...     )
+    >>> bool(abs(idata.posterior["x"].mean() - 1.0) < 0.3)
+    True
+    >>> bool(step.surrogate.report.max_potential_error < 0.1)  # the grid's error, in nats
+    True
     """
 
     name = "sparse_grid_hmc"

@@ -28,6 +28,33 @@ class PotentialSurrogate(Protocol):
     ``gradient`` is called once per leapfrog step, one point at a time, so it must be fast;
     ``potential`` is used only for diagnostics (the exact Metropolis test never sees it).
     Fitting may raise :class:`~pymc_rnshmc.surrogates.SurrogateFitError`.
+
+    Examples
+    --------
+    A Gaussian surrogate with the training points' mean and variances, driving RNSHMC:
+
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> from pymc_rnshmc import RNSHMC, PotentialSurrogate
+    >>> class Gaussian:
+    ...     def fit(self, positions, potentials, gradients=None, rng=None):
+    ...         self.mean, self.var = positions.mean(axis=0), positions.var(axis=0)
+    ...         return self
+    ...     def potential(self, positions):
+    ...         return np.sum((positions - self.mean) ** 2 / (2 * self.var), axis=-1)
+    ...     def gradient(self, position):
+    ...         return (position - self.mean) / self.var
+    >>> isinstance(Gaussian(), PotentialSurrogate)
+    True
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 1, 2, shape=2)
+    ...     step = RNSHMC(surrogate=Gaussian(), exploration_steps=100, weigh_costs=False)
+    ...     idata = pm.sample(
+    ...         step=step, tune=300, draws=200, chains=1, random_seed=1, progressbar=False,
+    ...         compute_convergence_checks=False,
+    ...     )
+    >>> bool(abs(idata.posterior["x"].mean() - 1.0) < 0.3)
+    True
     """
 
     def fit(

@@ -70,6 +70,14 @@ class HeldOutErrors:
     whitened coordinates the network's own report uses) for fits to gradients; potential
     errors relative to the potentials' standard deviation, after removing the mean offset, for
     fits to values alone.
+
+    Examples
+    --------
+    >>> from pymc_rnshmc.surrogates import HeldOutErrors
+    >>> HeldOutErrors(coarse=0.04, corrected=0.06, network=0.2).best_with_coarse()
+    'coarse'
+    >>> HeldOutErrors(coarse=0.3, corrected=0.02, network=0.05).best_with_coarse()
+    'corrected'
     """
 
     coarse: float
@@ -100,6 +108,30 @@ class CoarseFitReport:
     seconds : float
         Wall time of the fit, coarse evaluations included.
     with_gradients : bool
+
+    Examples
+    --------
+    A coarse model that fails beyond ``q_0 = 1.5``, corrected towards
+    ``U(q) = |q|^2 / 2 + 0.3 sin(q_0)``:
+
+    >>> import numpy as np
+    >>> from pymc_rnshmc.surrogates import CoarseCorrectedSurrogate
+    >>> def coarse(q):
+    ...     if q[0] > 1.5:
+    ...         raise ValueError("the coarse solver diverged")
+    ...     return 0.5 * q @ q, q
+    >>> rng = np.random.default_rng(1)
+    >>> positions = rng.normal(size=(200, 2))
+    >>> potentials = 0.5 * np.sum(positions**2, axis=1) + 0.3 * np.sin(positions[:, 0])
+    >>> gradients = positions + np.column_stack([0.3 * np.cos(positions[:, 0]), np.zeros(200)])
+    >>> surrogate = CoarseCorrectedSurrogate(coarse).fit(positions, potentials, gradients, rng=rng)
+    >>> report = surrogate.report
+    >>> report.choice, report.n_points + report.coarse_failures
+    ('corrected', 200)
+    >>> bool(report.coarse_failures == np.sum(positions[:, 0] > 1.5))
+    True
+    >>> bool(report.errors.corrected < report.errors.coarse)
+    True
     """
 
     errors: HeldOutErrors
@@ -164,6 +196,26 @@ class CoarseCorrectedSurrogate:
        Multilevel delayed acceptance MCMC. SIAM/ASA JUQ, 11(1), 1-30.
     .. [2] Kennedy, M. C., & O'Hagan, A. (2000). Predicting the output from a complex computer
        code when fast approximations are available. Biometrika, 87(1), 1-13.
+
+    Examples
+    --------
+    ``RNSHMC(coarse=...)`` builds one from a coarse model; fitted here by hand, with the
+    coarse potential ``|q|^2 / 2`` of ``U(q) = |q|^2 / 2 + 0.3 sin(q_0)``:
+
+    >>> import numpy as np
+    >>> from pymc_rnshmc.surrogates import CoarseCorrectedSurrogate
+    >>> def coarse(q):
+    ...     return 0.5 * q @ q, q
+    >>> rng = np.random.default_rng(1)
+    >>> positions = rng.normal(size=(200, 2))
+    >>> potentials = 0.5 * np.sum(positions**2, axis=1) + 0.3 * np.sin(positions[:, 0])
+    >>> gradients = positions + np.column_stack([0.3 * np.cos(positions[:, 0]), np.zeros(200)])
+    >>> surrogate = CoarseCorrectedSurrogate(coarse).fit(positions, potentials, gradients, rng=rng)
+    >>> surrogate.report.choice
+    'corrected'
+    >>> q = np.array([0.5, -0.3])
+    >>> bool(np.allclose(surrogate.gradient(q), q + [0.3 * np.cos(0.5), 0.0], atol=0.01))
+    True
     """
 
     defined_everywhere = True
