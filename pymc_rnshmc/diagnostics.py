@@ -84,7 +84,8 @@ def plot_surrogate(step=None, trace=None, *, window: int = 50, figsize=None):
             ax.set_title(title)
         for ax in axes.flat[len(panels) :]:
             ax.set_visible(False)
-        figure.tight_layout()
+        if figure.get_layout_engine() is None:  # ArviZ's styles bring their own
+            figure.tight_layout()
     return figure
 
 
