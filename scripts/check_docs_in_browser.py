@@ -4,11 +4,13 @@
     .venv-docs/bin/pip install playwright
     .venv-docs/bin/python scripts/check_docs_in_browser.py  # screenshots: docs/_build/screenshots
 
-Opens the landing page, an API page and a notebook page in Chromium (Playwright; the browser is
-``$CHROMIUM``, else the first of ``chromium``, ``chromium-browser``, ``google-chrome`` on the
-path, else Playwright's own), checks what a reader sees there (the rendered title, code, the
-navigation, the API's parameter list, the notebook's cells and figures), saves a full-page
-screenshot of each and exits non-zero if a check fails.
+Opens the landing page, the decision guide, the benchmarks page, the coarse-model page, an API
+page and a notebook page in Chromium (Playwright; the browser is ``$CHROMIUM``, else the first
+of ``chromium``, ``chromium-browser``, ``google-chrome`` on the path, else Playwright's own; on
+Debian ``apt-get install chromium``), checks what a reader sees there (the rendered title, code,
+the navigation and that its titles fit on one line, the results and decision tables, the API's
+parameter list, the notebook's cells and figures), saves a full-page screenshot of each and
+exits non-zero if a check fails.
 """
 
 from __future__ import annotations
@@ -24,9 +26,23 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {
     "landing": "index.html",
+    "choosing": "choosing.html",
+    "benchmarks": "benchmarks.html",
+    "coarse-model": "coarse-model.html",
     "api": "generated/pymc_rnshmc.RNSRMHMC.html",
     "notebook": "notebooks/banana.html",
 }
+TABLES_AT_THE_TOP = {"landing": 1, "benchmarks": 1, "choosing": 1, "coarse-model": 2}
+"""Pages that must show at least this many tables (the results table, the decision tables)."""
+HEADER_HEIGHT = 120
+"""Pixels the top navigation may take: more means its titles wrap onto several lines."""
+QUIET_CHROMIUM = [
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+"""No connections a closed network would refuse at every start."""
 
 
 def browser_path() -> str | None:
@@ -67,6 +83,14 @@ def check(page, name: str) -> list[str]:
             problems.append("api: the class or its parameters are not shown")
     if name == "landing" and shown < 1:
         problems.append("landing: its figure is not shown")
+    tables = len(visible_text(page, "article table"))
+    if tables < TABLES_AT_THE_TOP.get(name, 0):
+        problems.append(f"{name}: {tables} tables shown, {TABLES_AT_THE_TOP[name]} expected")
+    header = page.query_selector("header")
+    height = header.bounding_box()["height"] if header and header.is_visible() else 0
+    print(f"{name}: {tables} tables, header {height:.0f} px high")
+    if height > HEADER_HEIGHT:
+        problems.append(f"{name}: the top navigation is {height:.0f} px high (titles wrap)")
     if name == "notebook":
         tables = len(visible_text(page, "div.cell_output table"))
         print(f"notebook: {tables} output tables")
@@ -85,7 +109,7 @@ def main() -> None:
     args.screenshots.mkdir(parents=True, exist_ok=True)
     problems = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=browser_path())
+        browser = playwright.chromium.launch(executable_path=browser_path(), args=QUIET_CHROMIUM)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         for name, relative in PAGES.items():
             target = args.site / relative
