@@ -7,7 +7,8 @@ fitted to exact gradients, or to the values for models without gradients
 least squares on the residual values *and* gradients (paper section 3, Algorithm 2, extended
 with gradient rows). The width, the penalty and the scale of the random weights are
 chosen on interleaved held-out blocks of the training points
-(:mod:`~pymc_rnshmc.surrogates.network.held_out_selection`).
+(:mod:`~pymc_rnshmc.surrogates.network.layer_choice`); this module fits the quadratic base and
+the output weights, and evaluates the surrogate.
 
 Only the gradient of the surrogate drives the dynamics; the exact Metropolis test never sees the
 surrogate, so a poor fit costs acceptance, never correctness.
@@ -19,7 +20,6 @@ import copy
 import numbers
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
@@ -28,17 +28,8 @@ from pymc_rnshmc.exceptions import SurrogateFitError
 from pymc_rnshmc.surrogates.ceiling import Ceiling
 from pymc_rnshmc.surrogates.network.activations import get_activation
 from pymc_rnshmc.surrogates.network.curvature import RidgeForm
-from pymc_rnshmc.surrogates.network.held_out_selection import (
-    NEGLIGIBLE_ERROR,
-    HeldOutChoice,
-    choose_on_held_out,
-    validation_mask,
-)
-from pymc_rnshmc.surrogates.network.hidden_layers import (
-    AdditiveLayer,
-    RadialLayer,
-    make_hidden_layer,
-)
+from pymc_rnshmc.surrogates.network.hidden_layers import AdditiveLayer, RadialLayer
+from pymc_rnshmc.surrogates.network.layer_choice import MAX_DEFAULT_HIDDEN, LayerChoice, LayerFit
 from pymc_rnshmc.surrogates.network.least_squares import ridge_solve
 from pymc_rnshmc.surrogates.network.online_network import OnlineNetworkLearner
 from pymc_rnshmc.surrogates.quadratic import QuadraticPotential
@@ -46,19 +37,6 @@ from pymc_rnshmc.surrogates.training import finite_rows
 from pymc_rnshmc.surrogates.whitening import Whitening
 
 __all__ = ["FitReport", "RandomNetworkSurrogate"]
-
-MAX_DEFAULT_HIDDEN = 2000
-MIN_DEFAULT_HIDDEN = 50
-SCREENING_WIDTH = 400
-"""Widest layer below which weight scales are compared on every width."""
-WEIGHT_SCALES = (1.0, 0.3, 0.1)
-"""Scales of the additive layer's random weights tried, in this order, when none is given.
-
-Smaller weights make smoother, nearly polynomial features (a softplus of a small argument is
-close to its low-order Taylor terms; with enough units they span the cubics): they fit the
-smooth misfit of a PDE or ODE forward model far better, while rough or funnel-like potentials
-prefer the unit scale. The search stops at the first scale whose held-out error is negligible.
-"""
 
 
 @dataclass(frozen=True)
@@ -129,133 +107,6 @@ class FitReport:
             f" in {self.seconds:.2g} s ({self.n_hidden} hidden units, weight scale "
             f"{self.weight_scale:g}, held-out {kind} error {self.held_out_error:.1%})"
         )
-
-
-def default_n_hidden(n_points: int, dim: int, with_gradients: bool) -> int:
-    """Hidden units for ``n_points`` training points, between 50 and 2000.
-
-    With gradients, a quarter of the least-squares rows ``n (d + 1)``. Without, two units per
-    point: the ridge penalty and the held-out choice among narrower widths keep so wide a layer
-    from overfitting, and a quarter of the rows was far too few. On a 4-d banana-shaped, skewed
-    target (400 exact draws) the relative potential error on test draws (the 90 % of lowest
-    ``U``) fell from 0.44 to 0.09, and from 0.13 to 0.12 on the elliptic PDE (d = 20, 2000 chain
-    draws), for a fit of 2.5 s instead of 0.2 s.
-    """
-    if with_gradients:
-        return int(np.clip(n_points * (dim + 1) // 4, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
-    return int(np.clip(2 * n_points, MIN_DEFAULT_HIDDEN, MAX_DEFAULT_HIDDEN))
-
-
-def screened_widths(widths: list[int]) -> list[int]:
-    """The widths on which weight scales are compared: up to half the widest.
-
-    The penalty path of a width costs an eigendecomposition, cubic in the width, so comparing
-    the scales without the widest is about eight times cheaper. On the elliptic PDE (d = 20,
-    600 training points, widths up to 2000) the scales rank the same at 1000 units as at 2000
-    (0.1 best), and a fit took 1.9 s instead of 4.7 s with the same held-out error. Widths of
-    a few hundred units are compared whole: their eigendecompositions cost little.
-    """
-    if widths[-1] < SCREENING_WIDTH:
-        return widths
-    return [width for width in widths if 2 * width <= widths[-1]] or widths[:1]
-
-
-class _LayerFit(NamedTuple):
-    """The hidden layer a fit uses, how it was chosen, and its held-out errors (NaN if none)."""
-
-    layer: AdditiveLayer | RadialLayer
-    features: np.ndarray
-    n_hidden: int
-    relative_penalty: float
-    weight_scale: float
-    gradient_error: float = np.nan
-    potential_error: float = np.nan
-    value_error: float = np.nan
-
-    def report(self, n_points: int, seconds: float, with_gradients: bool) -> FitReport:
-        """Return the :class:`FitReport` of a fit on ``n_points`` points that took ``seconds``."""
-        return FitReport(
-            n_points=n_points,
-            n_hidden=self.n_hidden,
-            penalty=self.relative_penalty,
-            gradient_error=self.gradient_error,
-            potential_error=self.potential_error,
-            seconds=seconds,
-            weight_scale=self.weight_scale,
-            value_error=self.value_error,
-            with_gradients=with_gradients,
-        )
-
-
-class _ScaleTrial(NamedTuple):
-    """The held-out choice of width and penalty at one weight scale of the drawn layer."""
-
-    choice: HeldOutChoice
-    weight_scale: float
-    layer: AdditiveLayer | RadialLayer
-    features: np.ndarray
-
-    def cut(self, spread: float, with_gradients: bool) -> _LayerFit:
-        """Return the layer and features cut to the chosen width, with the held-out errors.
-
-        The relative errors are relative to ``spread`` (see :func:`_held_out_spread`): the
-        gradient error with gradients, else the value error; the other one is NaN.
-        """
-        n_hidden = self.choice.width
-        layer = self.layer.subset(n_hidden)
-        features = self.features[:, :n_hidden]
-        potential_error = float(np.sqrt(self.choice.value_mse))
-        gradient_error = value_error = np.nan
-        if with_gradients:
-            gradient_error = float(np.sqrt(self.choice.gradient_mse / max(spread, 1e-300)))
-        else:
-            value_error = float(np.sqrt(self.choice.value_mse / max(spread, 1e-300)))
-        return _LayerFit(
-            layer,
-            features,
-            n_hidden,
-            self.choice.relative_penalty,
-            self.weight_scale,
-            gradient_error,
-            potential_error,
-            value_error,
-        )
-
-
-def _held_out_spread(
-    whitening: Whitening,
-    potentials: np.ndarray,
-    gradients: np.ndarray | None,
-    held_out: np.ndarray,
-) -> float:
-    """Return the scale of the held-out targets that errors are compared with.
-
-    Returns
-    -------
-    float
-        The mean squared deviation of the held-out whitened gradients from their mean, or the
-        variance of the held-out potentials without gradients.
-    """
-    if gradients is not None:
-        exact = whitening.gradient_to_whitened(gradients[held_out])
-        return np.mean(np.sum((exact - exact.mean(axis=0)) ** 2, axis=1))
-    return float(np.var(potentials[held_out]))
-
-
-def _values_without_held_out_base(
-    whitened: np.ndarray, potentials: np.ndarray, held_out: np.ndarray
-) -> np.ndarray:
-    """The potentials minus a quadratic fitted to the values of the training part alone.
-
-    A quadratic fitted to the values of every point has about as many unknowns as a chain
-    explores points (231 in d = 20), so it nearly interpolates the held-out points and their
-    error looks several times smaller than it is (on the elliptic PDE with 250 points, a
-    held-out relative error of 0.05 for a true one of 0.26). The width, the penalty and the
-    scale are therefore chosen, and the held-out error measured, with this base instead; a
-    fit to gradients has ``d`` rows per point and the same base everywhere.
-    """
-    base = QuadraticPotential.fit_to_values(whitened[~held_out], potentials[~held_out])
-    return potentials - base.potential(whitened)
 
 
 class RandomNetworkSurrogate:
@@ -433,11 +284,12 @@ class RandomNetworkSurrogate:
         quadratic_part, values, residual_gradients = self._residual_targets(
             whitening, whitened, potentials, gradients
         )
-        chosen = self._hidden_layer(
+        choice = self._layer_choice()
+        chosen = choice.hidden_layer(
             rng, whitening, whitened, potentials, gradients, values, residual_gradients
         )
-        coefficients, ridge_penalty = self._output_weights(
-            chosen, whitened, values, residual_gradients
+        coefficients, ridge_penalty = _output_weights(
+            choice, chosen, whitened, values, residual_gradients
         )
         self.whitening = whitening
         self.quadratic_part = quadratic_part
@@ -449,8 +301,8 @@ class RandomNetworkSurrogate:
         self._fold_whitening()
         if self.ceiling:
             self.ceiling_part = Ceiling.above(whitening, potentials)
-        self.report = chosen.report(
-            positions.shape[0], time.perf_counter() - start, gradients is not None
+        self.report = _fit_report(
+            chosen, positions.shape[0], time.perf_counter() - start, gradients is not None
         )
         return self
 
@@ -522,152 +374,26 @@ class RandomNetworkSurrogate:
             values -= quadratic_part.potential(whitened)
         return quadratic_part, values, residual_gradients
 
+    def _layer_choice(self) -> LayerChoice:
+        return LayerChoice(
+            self.hidden_units,
+            self.activation,
+            self.n_hidden,
+            self.max_hidden,
+            self.penalty,
+            self.weight_scale,
+            self.gradient_weight,
+            self.validation_fraction,
+            self.quadratic,
+            self.gaussian_base is not None,
+        )
+
     def _whitened_gaussian_base(self, whitening: Whitening) -> QuadraticPotential:
         mean, covariance = self.gaussian_base
         inverse = whitening.inverse_factor
         return QuadraticPotential.from_gaussian(
             whitening.to_whitened(mean), inverse @ covariance @ inverse.T
         )
-
-    def _hidden_layer(
-        self,
-        rng: np.random.Generator,
-        whitening: Whitening,
-        whitened: np.ndarray,
-        potentials: np.ndarray,
-        gradients: np.ndarray | None,
-        values: np.ndarray,
-        residual_gradients: np.ndarray | None,
-    ) -> _LayerFit:
-        """Draw the hidden layer, choosing it on held-out points unless everything is fixed.
-
-        Without held-out points, or with the width, the penalty and the scale all given, one
-        layer is drawn at the first candidate scale with the given penalty (default ``1e-6``).
-
-        Returns
-        -------
-        _LayerFit
-            The layer, its features at ``whitened``, and the width, penalty and scale used.
-        """
-        n_points, dim = whitened.shape
-        n_hidden = self.n_hidden or min(
-            default_n_hidden(n_points, dim, gradients is not None), self.max_hidden
-        )
-        if self.n_hidden is None and gradients is None and self.gaussian_base is not None:
-            n_hidden = min(MIN_DEFAULT_HIDDEN, self.max_hidden)
-        held_out = validation_mask(n_points, self.validation_fraction)
-        scales = self._candidate_scales()
-        if held_out.any() and (self.penalty is None or self.n_hidden is None or len(scales) > 1):
-            spread = _held_out_spread(whitening, potentials, gradients, held_out)
-            if gradients is None and self.quadratic and self.gaussian_base is None:
-                values = _values_without_held_out_base(whitened, potentials, held_out)
-            return self._choose_layer(
-                rng, n_hidden, scales, whitened, values, residual_gradients, held_out, spread
-            )
-        weight_scale = scales[0]
-        layer = make_hidden_layer(
-            self.hidden_units, rng, n_hidden, whitened, self.activation, weight_scale
-        )
-        features = layer.features(whitened)
-        relative_penalty = 1e-6 if self.penalty is None else self.penalty
-        return _LayerFit(layer, features, n_hidden, relative_penalty, weight_scale)
-
-    def _choose_layer(
-        self,
-        rng: np.random.Generator,
-        n_hidden: int,
-        scales: tuple[float, ...],
-        whitened: np.ndarray,
-        values: np.ndarray,
-        gradients: np.ndarray | None,
-        held_out: np.ndarray,
-        spread: float,
-    ) -> _LayerFit:
-        """Draw a layer and choose its width, penalty and weight scale on held-out points.
-
-        The scales are tried in order on the same random directions and biases, compared on
-        the widths up to half the widest (see :func:`screened_widths`); the search stops at the
-        first scale whose held-out error is negligible. The best scale then chooses among all
-        widths.
-
-        Returns
-        -------
-        _LayerFit
-            The best scale's layer and features cut to the chosen width, with its held-out
-            errors.
-
-        Raises
-        ------
-        SurrogateFitError
-            No scale gave a finite held-out error.
-        """
-        drawn = make_hidden_layer(
-            self.hidden_units, rng, n_hidden, whitened, self.activation, scales[0]
-        )
-        widths = self._candidate_widths(n_hidden)
-        screened = screened_widths(widths) if len(scales) > 1 else widths
-        best = None
-        for weight_scale in scales:
-            # The same random directions and biases at every scale: only the scale differs.
-            layer = drawn if weight_scale == scales[0] else drawn.scaled(weight_scale)
-            features = layer.features(whitened)
-            try:
-                choice = self._select_width(
-                    layer, whitened, features, values, gradients, held_out, spread, screened
-                )
-            except (SurrogateFitError, np.linalg.LinAlgError):
-                continue  # another scale may still fit
-            if best is None or choice.lowest < best.choice.lowest:
-                best = _ScaleTrial(choice, weight_scale, layer, features)
-            if choice.lowest <= NEGLIGIBLE_ERROR * spread:
-                break
-        if best is None:
-            raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
-        if len(screened) < len(widths) and best.choice.lowest > NEGLIGIBLE_ERROR * spread:
-            best = self._widen(best, whitened, values, gradients, held_out, spread, widths)
-        return best.cut(spread, with_gradients=gradients is not None)
-
-    def _widen(self, trial, whitened, values, gradients, held_out, spread, widths) -> _ScaleTrial:
-        """The scale's choice among all ``widths``; the screened one if that fails."""
-        try:
-            choice = self._select_width(
-                trial.layer, whitened, trial.features, values, gradients, held_out, spread, widths
-            )
-        except (SurrogateFitError, np.linalg.LinAlgError):
-            return trial
-        return trial._replace(choice=choice)
-
-    def _output_weights(
-        self,
-        chosen: _LayerFit,
-        whitened: np.ndarray,
-        values: np.ndarray,
-        gradients: np.ndarray | None,
-    ) -> tuple[np.ndarray, float]:
-        """Solve the ridge problem of the chosen layer on every training point.
-
-        Returns
-        -------
-        coefficients : ndarray, shape (s,)
-            Output weights of the hidden units.
-        ridge_penalty : float
-            Absolute penalty used: the relative penalty times the mean diagonal of the Gram
-            matrix.
-
-        Raises
-        ------
-        SurrogateFitError
-            The output weights are not all finite.
-        """
-        gram, projection = self._normal_equations(
-            chosen.layer, whitened, chosen.features, values, gradients
-        )
-        scale = float(np.mean(np.diag(gram))) or 1.0
-        ridge_penalty = chosen.relative_penalty * scale
-        coefficients = ridge_solve(gram, projection, ridge_penalty)
-        if not np.all(np.isfinite(coefficients)):
-            raise SurrogateFitError("The least-squares fit produced non-finite output weights.")
-        return coefficients, ridge_penalty
 
     def online_estimator(
         self,
@@ -681,46 +407,6 @@ class RandomNetworkSurrogate:
         :class:`~pymc_rnshmc.surrogates.network.online_network.OnlineNetworkLearner`.
         """
         return OnlineNetworkLearner(self, positions, potentials, gradients)
-
-    def _candidate_scales(self) -> tuple[float, ...]:
-        if self.weight_scale is not None:
-            return (self.weight_scale,)
-        if self.hidden_units == "additive":
-            return WEIGHT_SCALES
-        return (1.0,)
-
-    def _normal_equations(self, layer, whitened, features, values, gradients):
-        centred = features - features.mean(axis=0)
-        gram = centred.T @ centred
-        projection = centred.T @ (values - values.mean())
-        if gradients is not None and self.gradient_weight > 0:
-            gram += self.gradient_weight * layer.gradient_gram(whitened)
-            projection += self.gradient_weight * layer.gradient_projection(whitened, gradients)
-        return gram, projection
-
-    def _candidate_widths(self, widest: int) -> list[int]:
-        """Nested widths to choose among: a given ``n_hidden`` alone, else eighths to the whole."""
-        if self.n_hidden is not None:
-            return [widest]
-        return sorted({max(min(widest, MIN_DEFAULT_HIDDEN), widest // k) for k in (8, 4, 2, 1)})
-
-    def _select_width(self, layer, whitened, features, values, gradients, held_out, spread, widths):
-        """Held-out choice of width and penalty for one drawn layer (see ``choose_on_held_out``)."""
-        choice = choose_on_held_out(
-            layer,
-            whitened,
-            features,
-            values,
-            gradients,
-            held_out,
-            spread,
-            self._normal_equations,
-            widths,
-            self.penalty,
-        )
-        if choice is None:
-            raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
-        return choice
 
     def potential(self, positions: np.ndarray) -> np.ndarray | float:
         """Surrogate potential at one point ``(d,)`` (a float) or at rows ``(n, d)``."""
@@ -846,3 +532,51 @@ class RandomNetworkSurrogate:
         if self.quadratic_part is not None:
             gradient = gradient + self.quadratic_part.gradient(whitened)
         return gradient @ whitening.inverse_factor
+
+
+def _output_weights(
+    choice: LayerChoice,
+    chosen: LayerFit,
+    whitened: np.ndarray,
+    values: np.ndarray,
+    gradients: np.ndarray | None,
+) -> tuple[np.ndarray, float]:
+    """Solve the ridge problem of the chosen layer on every training point.
+
+    Returns
+    -------
+    coefficients : ndarray, shape (s,)
+        Output weights of the hidden units.
+    ridge_penalty : float
+        Absolute penalty used: the relative penalty times the mean diagonal of the Gram
+        matrix.
+
+    Raises
+    ------
+    SurrogateFitError
+        The output weights are not all finite.
+    """
+    gram, projection = choice.normal_equations(
+        chosen.layer, whitened, chosen.features, values, gradients
+    )
+    scale = float(np.mean(np.diag(gram))) or 1.0
+    ridge_penalty = chosen.relative_penalty * scale
+    coefficients = ridge_solve(gram, projection, ridge_penalty)
+    if not np.all(np.isfinite(coefficients)):
+        raise SurrogateFitError("The least-squares fit produced non-finite output weights.")
+    return coefficients, ridge_penalty
+
+
+def _fit_report(chosen: LayerFit, n_points: int, seconds: float, with_gradients: bool) -> FitReport:
+    """The :class:`FitReport` of a fit with ``chosen`` on ``n_points`` points in ``seconds``."""
+    return FitReport(
+        n_points=n_points,
+        n_hidden=chosen.n_hidden,
+        penalty=chosen.relative_penalty,
+        gradient_error=chosen.gradient_error,
+        potential_error=chosen.potential_error,
+        seconds=seconds,
+        weight_scale=chosen.weight_scale,
+        value_error=chosen.value_error,
+        with_gradients=with_gradients,
+    )
