@@ -10,8 +10,10 @@
 Every run is its own process (``--one``), so each pays its own compilation, as a user's call
 does; runs go one after another. Samplers (``--samplers``): "NUTS" (PyMC's, diagonal
 adaptation), "NUTS dense" (``init="jitter+adapt_full"``), "RNSHMC" (its defaults, this tree)
-and "RNSHMC before" (the defaults of the tree at ``--before``, a ``git worktree`` of an older
-commit: the same script, that tree's package).
+"RNSHMC before" (the defaults of the tree at ``--before``, a ``git worktree`` of an older
+commit: the same script, that tree's package) and "RNSHMC exact" (a study: RNSHMC that
+continues with exact NUTS where it would fit its first surrogate, the counterfactual of a rule
+that gives the surrogate up before its first fit).
 
 Workloads: "sleep_<s>" (``x ~ N(0, C)``, d = 5, AR(1) correlation 0.6, through a forward model
 that sleeps ``s`` seconds a call: the model's cost alone varies), "sleep20_<s>" (the same at
@@ -24,7 +26,8 @@ the call, exact logps and gradients to a min(bulk, tail) ESS of 1000
 (:func:`pymc_rnshmc.comparison.comparison_table`), whether the chain continued with exact NUTS
 (share of kept draws in phase 3), the surrogate's setup seconds, and the largest ``|z|`` of a
 posterior mean: against the exact mean (sleeping models), the posteriordb reference, or else the
-pooled NUTS runs of the workload, in combined MCSE. Per workload: medians over seeds, and each
+pooled NUTS runs of the workload, in combined MCSE; for the RNSHMC runs, what the chain knew at
+its first fit (``prefit``: :func:`prefit_record`). Per workload: medians over seeds, and each
 surrogate run's ESS per second of the call as a ratio to the strongest NUTS run of its seed.
 Results go to ``benchmarks/results/<output>.{json,md}`` after every workload; with
 ``--update`` the runs of the given samplers replace theirs in an earlier result of that name
@@ -39,6 +42,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -102,7 +106,63 @@ def sampler_for(name: str):
         return "pymc", {}
     if name == "NUTS dense":
         return "pymc", {"init": "jitter+adapt_full"}
+    if name == "RNSHMC exact":
+        _never_fit()
     return RNSHMC, {}
+
+
+def _never_fit() -> None:
+    """RNSHMC continues with exact NUTS where it would fit its first surrogate (a study).
+
+    The counterfactual of a rule that gives the surrogate up before its first fit: the same
+    exploration, mode search and step wrapper, then exact NUTS to the end. Replaces the
+    warm-up's ``fit`` in this process only (each run is its own process).
+    """
+    from pymc_rnshmc.step_methods.schedule import Phase
+    from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
+
+    def continue_exact(warmup, iteration, rng, host, end_of_tuning):
+        warmup.phase = Phase.EXACT
+
+    SurrogateWarmup.fit = continue_exact
+
+
+def prefit_record(step) -> dict:
+    """What the chain knew when it first fitted (or would have): for rules that decide before.
+
+    The exploration's draws (how many; the seconds of each, its first with the compilation;
+    gradients per draw and seconds per gradient, over the last half as the economy takes them),
+    its effective draws per draw over the last half (relative to the whole exploration, as the
+    verdict estimates exact NUTS's), and the verdict's figures if one was made. Empty for a step
+    without a surrogate warm-up.
+    """
+    chain = getattr(step, "_chain", None)
+    warmup = getattr(chain, "warmup", None)
+    if warmup is None:
+        return {}
+    from pymc_rnshmc.step_methods.economy import effective_draws_per_draw
+
+    economy = warmup.economy
+    costs = economy.costs
+    n_explored = len(costs.exact)
+    exploration = np.asarray(chain.log.draws[:n_explored])
+    half = exploration[n_explored // 2 :]
+    verdict = economy.verdict
+    return {
+        "exploration draws": n_explored,
+        "first fit at": economy.first_fit_at,
+        "exploration s": float(np.sum(costs.exact)),
+        "exact draw s": costs.exact_draw_seconds(),
+        "s per gradient": costs.seconds_per_gradient(),
+        "compile s": costs.compile_seconds(),
+        "gradients per draw": float(np.mean(costs.exact_gradients[n_explored // 2 :]))
+        if n_explored
+        else np.nan,
+        "exploration ESS per draw": effective_draws_per_draw(half, exploration)
+        if n_explored >= 8
+        else np.nan,
+        "verdict": None if verdict is None else dataclasses.asdict(verdict),
+    }
 
 
 def one_run(workload: str, sampler: str, seed: int, tune: int, draws: int) -> dict:
@@ -152,6 +212,7 @@ def one_run(workload: str, sampler: str, seed: int, tune: int, draws: int) -> di
         "gradients to ESS 1000": float(row["gradients to ESS 1000"]),
         "exact NUTS share": float(np.mean(phase == 3)),
         "setup s": float(getattr(run.step, "setup_seconds", 0.0) or 0.0),
+        "prefit": prefit_record(run.step),
         "means": means,
         "mcse": errors,
     }
