@@ -21,6 +21,8 @@ extensions = [
 html_theme = "pydata_sphinx_theme"
 html_title = "pymc-rnshmc"
 html_theme_options = {"github_url": None, "show_toc_level": 2}
+# top-level pages and notebooks have no section to navigate: no left column, wider tables
+html_sidebars = {"*": [], "notebooks/*": []}
 myst_heading_anchors = 3  # GitHub-style anchors, as the pages link to each other on GitHub
 myst_enable_extensions = ["dollarmath", "amsmath"]  # the notebooks' $...$ math
 templates_path = ["_templates"]  # class pages: the docstring, not the members PyMC passes down
