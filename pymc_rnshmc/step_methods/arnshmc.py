@@ -18,7 +18,7 @@ from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
-from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE, COARSE_SCHEDULE, Phase
+from pymc_rnshmc.step_methods.schedule import ARNSHMC_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC, SurrogateHMCState
 from pymc_rnshmc.step_methods.warmup import LEARNING_ENERGY_LIMIT
 from pymc_rnshmc.surrogates.base import Capabilities
@@ -190,7 +190,7 @@ class ARNSHMC(SurrogateHMC):
         super().__init__(
             vars,
             surrogate=surrogate,
-            schedule=ARNSHMC_SCHEDULE if kwargs.get("coarse") is None else COARSE_SCHEDULE,
+            schedule=ARNSHMC_SCHEDULE,
             start_error=start_error,
             refit_during_tuning=refit_during_tuning and self.tuning_gradients,
             weigh_costs=weigh_costs,

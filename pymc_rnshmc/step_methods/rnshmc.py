@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pymc_rnshmc.step_methods.schedule import COARSE_SCHEDULE, RNSHMC_SCHEDULE
+from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
 from pymc_rnshmc.surrogates import PotentialSurrogate
 from pymc_rnshmc.surrogates.network.options import network_surrogate
@@ -259,7 +259,7 @@ class RNSHMC(SurrogateHMC):
             vars,
             surrogate=surrogate,
             coarse=coarse,
-            schedule=RNSHMC_SCHEDULE if coarse is None else COARSE_SCHEDULE,
+            schedule=RNSHMC_SCHEDULE,
             exploration_steps=exploration_steps,
             training_window=training_window,
             path_length=path_length,

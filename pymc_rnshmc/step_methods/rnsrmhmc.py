@@ -137,6 +137,9 @@ class RNSRMHMC(SurrogateHMC):
 
     name = "rnsrmhmc"
     stats_dtypes_shapes = RIEMANNIAN_STATS
+    _refuses_coarse = (
+        "its Riemannian metric is the network's own Hessian, which a coarse model does not give"
+    )
 
     def __init__(
         self,
@@ -168,12 +171,6 @@ class RNSRMHMC(SurrogateHMC):
         model=None,
         **kwargs,
     ) -> None:
-        if kwargs.get("coarse") is not None:
-            raise TypeError(
-                "RNSRMHMC does not take `coarse`: its Riemannian metric is the network's own "
-                "Hessian, which a coarse model does not give. Use RNSHMC(coarse=...) or "
-                "ARNSHMC(coarse=...)."
-            )
         surrogate = network_surrogate(
             surrogate,
             n_hidden=n_hidden,

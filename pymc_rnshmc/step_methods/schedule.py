@@ -15,7 +15,6 @@ import numpy as np
 
 __all__ = [
     "ARNSHMC_SCHEDULE",
-    "COARSE_SCHEDULE",
     "RNSHMC_SCHEDULE",
     "SPARSE_GRID_SCHEDULE",
     "ExplorationSchedule",
@@ -128,6 +127,16 @@ class ExplorationSchedule:
     refit_adaptation: int = 100
     simulated_draws: int = 100
 
+    def with_coarse_model(self) -> ExplorationSchedule:
+        """The schedule with the user's coarse model: no share of tuning before the first fit.
+
+        The first fit comes after the early length (``max(50, 1.5 d)`` for RNSHMC's), not 20 %
+        of tuning, and is postponed as before while its held-out error is poor. The 20 % were
+        measured for a network learning the whole potential; a correction of a coarse model
+        needs few points (``python -m benchmarks.coarse_model`` compares both starts).
+        """
+        return replace(self, earliest_share=0.0)
+
     def without_gradients(self) -> ExplorationSchedule:
         """The schedule for a model without gradients: longer exploration, more points.
 
@@ -233,12 +242,6 @@ helps."""
 
 ARNSHMC_SCHEDULE = RNSHMC_SCHEDULE
 """As RNSHMC's: ARNSHMC differs in what it does after tuning, not before."""
-
-COARSE_SCHEDULE = replace(RNSHMC_SCHEDULE, earliest_share=0.0)
-"""RNSHMC's schedule with the user's coarse model: the first fit comes after ``max(50, 1.5 d)``
-draws, not 20 % of tuning, and is postponed as before while its held-out error is poor. The
-20 % were measured for a network learning the whole potential; a correction of a coarse model
-needs few points (``python -m benchmarks.coarse_model`` compares both starts)."""
 
 SPARSE_GRID_SCHEDULE = ExplorationSchedule(
     tuning_share=0.2,

@@ -148,6 +148,7 @@ class SparseGridHMC(SurrogateHMC):
     name = "sparse_grid_hmc"
     stats_dtypes_shapes = SPARSE_GRID_HMC_STATS
     _richer_surrogate = "the grid more points (max_points, or a higher level)"
+    _refuses_coarse = "its surrogate interpolates the exact potential at the grid's nodes"
 
     def __init__(
         self,
@@ -178,11 +179,6 @@ class SparseGridHMC(SurrogateHMC):
                 raise TypeError(
                     f"SparseGridHMC does not take `{option}` (an option of RNSHMC's network)."
                 )
-        if kwargs.get("coarse") is not None:
-            raise TypeError(
-                "SparseGridHMC does not take `coarse`: its surrogate interpolates the exact "
-                "potential at the grid's nodes. Use RNSHMC(coarse=...) or ARNSHMC(coarse=...)."
-            )
         if kwargs.get("dynamics", "hmc") != "hmc":
             raise ValueError(
                 "SparseGridHMC proposes with leapfrog trajectories only (dynamics='hmc'): its "

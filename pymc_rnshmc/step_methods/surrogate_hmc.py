@@ -95,7 +95,8 @@ class SurrogateHMC(ArrayStepShared):
         The unfitted surrogate each chain fits a copy of.
     coarse : pymc.Model or callable, optional
         The user's cheaper version of the model; ``surrogate`` (a random network) then learns
-        its error (:class:`~pymc_rnshmc.surrogates.coarse.CoarseCorrectedSurrogate`).
+        its error (:class:`~pymc_rnshmc.surrogates.coarse.CoarseCorrectedSurrogate`) and the
+        first fit comes without a share of tuning (``schedule.with_coarse_model()``).
     schedule : ExplorationSchedule
         When the exploration ends and what the first fit uses.
     start_error : float, optional
@@ -136,6 +137,8 @@ class SurrogateHMC(ArrayStepShared):
     stats_dtypes_shapes = SURROGATE_HMC_STATS
     _richer_surrogate = "the network more units (n_hidden)"
     """How to give the surrogate more capacity, for the low-acceptance warning."""
+    _refuses_coarse: str | None = None
+    """Why this sampler cannot use a coarse model (``coarse=`` is then refused), or ``None``."""
     _state_class = SurrogateHMCState
 
     def __init__(
@@ -165,6 +168,11 @@ class SurrogateHMC(ArrayStepShared):
     ) -> None:
         model = modelcontext(model)
         name = type(self).__name__
+        if coarse is not None and self._refuses_coarse:
+            raise TypeError(
+                f"{name} does not take `coarse`: {self._refuses_coarse}. Use "
+                "RNSHMC(coarse=...) or ARNSHMC(coarse=...)."
+            )
         self.options = check_options(
             name,
             surrogate,
@@ -205,6 +213,8 @@ class SurrogateHMC(ArrayStepShared):
         super().__init__(
             vars, function._extra_vars_shared, kwargs.get("blocked", True), kwargs.get("rng")
         )
+        if coarse is not None:
+            schedule = schedule.with_coarse_model()
         self.schedule = schedule.without_gradients() if self.gradient_free else schedule
         if self.gradient_free:
             self._check_gradient_free(surrogate)

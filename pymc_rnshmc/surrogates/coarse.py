@@ -283,14 +283,10 @@ class CoarseCorrectedSurrogate:
         start = time.perf_counter()
         rng = np.random.default_rng(rng)
         exact = _TrainingRows.finite(positions, potentials, gradients)
-        coarse_potentials, coarse_gradients = self.coarse_rows(exact.positions)
-        usable = np.isfinite(coarse_potentials)
+        rows, usable = exact.with_coarse(self.coarse_rows)
         if not usable.any():
             raise SurrogateFitError("the coarse model failed at every training point.")
         network = self._network_alone(exact, rng)
-        rows = exact.where(usable)._replace(
-            coarse_potentials=coarse_potentials[usable], coarse_gradients=coarse_gradients[usable]
-        )
         self.correction = self._fitted(rows.differences(), rng)
         errors = rows.held_out_errors(self.correction, network, self.template.validation_fraction)
         self.choice = self.moves_by or errors.best_with_coarse()
@@ -413,16 +409,7 @@ class CoarseCorrectionLearner:
         if surrogate.correction is None:
             return
         exact = _TrainingRows.finite(positions, potentials, gradients)
-        coarse_potentials, coarse_gradients = surrogate.coarse_rows(exact.positions)
-        usable = np.isfinite(coarse_potentials)
-        differences = (
-            exact.where(usable)
-            ._replace(
-                coarse_potentials=coarse_potentials[usable],
-                coarse_gradients=coarse_gradients[usable],
-            )
-            .differences()
-        )
+        differences = exact.with_coarse(surrogate.coarse_rows)[0].differences()
         self.learner = surrogate.correction.online_estimator(
             differences.positions, differences.potentials, differences.gradients
         )
@@ -467,6 +454,17 @@ class _TrainingRows(NamedTuple):
     def finite(cls, positions, potentials, gradients) -> _TrainingRows:
         """The rows where the exact position, potential and gradient are finite."""
         return cls(*finite_rows(positions, potentials, gradients))
+
+    def with_coarse(self, coarse_rows) -> tuple[_TrainingRows, np.ndarray]:
+        """The rows where the coarse model is finite, with its values, and that mask.
+
+        ``coarse_rows``: positions ``(n, d)`` -> the coarse potentials and gradients there (inf
+        and NaN where the coarse model fails).
+        """
+        coarse_potentials, coarse_gradients = coarse_rows(self.positions)
+        usable = np.isfinite(coarse_potentials)
+        rows = self._replace(coarse_potentials=coarse_potentials, coarse_gradients=coarse_gradients)
+        return rows.where(usable), usable
 
     def where(self, mask: np.ndarray) -> _TrainingRows:
         """The rows ``mask`` selects."""

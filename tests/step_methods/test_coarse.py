@@ -125,6 +125,16 @@ def test_a_coarse_callable_with_the_wrong_answer_is_refused():
         RNSHMC(coarse="coarse.nc")
 
 
+@pytest.mark.parametrize("step_class", [RNSHMC, ARNSHMC])
+def test_with_a_coarse_model_the_first_fit_takes_no_share_of_tuning(step_class):
+    coarse_model = wrong_normal()
+    with correlated_normal():
+        plain, coarse = step_class(), step_class(coarse=coarse_model)
+    assert plain.schedule.earliest_share > 0
+    assert coarse.schedule == plain.schedule.with_coarse_model()
+    assert coarse.schedule.earliest_share == 0
+
+
 @pytest.mark.parametrize("step_class", [RNSRMHMC, SparseGridHMC])
 def test_samplers_that_cannot_use_a_coarse_model_refuse_it(step_class):
     coarse = wrong_normal()
