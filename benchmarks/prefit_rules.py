@@ -51,9 +51,13 @@ DRAWS = 2000
 """Tuning and kept draws of every run (1000 + 1000)."""
 
 
-def runs(split: str) -> list[dict]:
-    """One row per workload and seed: ``q``, the counterfactual's ``qx`` and the prefit."""
-    data = json.loads((RESULTS / FILES[split]).read_text())
+def runs(split: str, suffix: str = "") -> list[dict]:
+    """One row per workload and seed: ``q``, the counterfactual's ``qx`` and the prefit.
+
+    ``suffix`` names a later set of the three files (``economy_tune_prefit<suffix>.json``).
+    """
+    name = FILES[split].replace(".json", f"{suffix}.json")
+    data = json.loads((RESULTS / name).read_text())
     rows = []
     for workload, result in data["workloads"].items():
         by_seed: dict[int, dict] = {}
@@ -112,9 +116,10 @@ RULES = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args()
+    parser.add_argument("--suffix", default="", help="score economy_*_prefit<suffix>.json")
+    args = parser.parse_args()
     for split in FILES:
-        rows = runs(split)
+        rows = runs(split, args.suffix)
         for name, rule in RULES.items():
             result = score(rows, rule)
             (median_before, median_after), (min_before, min_after) = (

@@ -130,7 +130,7 @@ def choose_trajectory(
     each simulated chain per candidate; ``extra_metrics`` are candidates besides PyMC's and the
     one from the gradients. Without ``scan_lengths`` only the metrics are compared (for
     dynamics that choose each trajectory's length themselves). ``out_of_time()``, if given,
-    ends the scan of lengths early (the metrics are always compared).
+    ends the comparison early, with the candidates scored so far (at least the first metric).
     """
     metrics = candidate_metrics(explorer_variances, positions, gradients) + list(extra_metrics)
     if path_length is None:

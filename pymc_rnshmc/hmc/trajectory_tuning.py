@@ -244,8 +244,9 @@ def tune(
     max_steps : int
         Largest number of leapfrog steps of a trajectory.
     out_of_time : callable, optional
-        Checked before each length of the scan: once it returns true, the scan stops and the
-        best of the candidates scored so far is chosen (every metric is scored regardless).
+        Checked before each metric after the first one scored and before each length of the
+        scan: once it returns true, nothing more is simulated and the best of the candidates
+        scored so far is chosen (so the order of ``metrics`` is their priority).
     """
     simulate = partial(
         _score,
@@ -258,16 +259,20 @@ def tune(
         n_draws=n_draws,
         max_steps=max_steps,
     )
-    by_metric = [
-        simulate(metric, float(length), initial_step_size, shorten_to_fit=len(length_ratios) > 1)
-        for metric, length in zip(metrics, metric_lengths, strict=True)
-    ]
-    scored = [candidate for candidate in by_metric if candidate is not None]
+    out_of_time = out_of_time or (lambda: False)
+    scored = []
+    for metric, length in zip(metrics, metric_lengths, strict=True):
+        if scored and out_of_time():
+            break
+        candidate = simulate(
+            metric, float(length), initial_step_size, shorten_to_fit=len(length_ratios) > 1
+        )
+        if candidate is not None:
+            scored.append(candidate)
     if not scored:
         raise ValueError("No trajectory candidate could be simulated.")
     reference = max(scored, key=lambda c: c.efficiency)
     path_lengths = reference.path_length * np.asarray(length_ratios, dtype=float)
-    out_of_time = out_of_time or (lambda: False)
     candidates = scored + _scan_lengths(simulate, reference, path_lengths, out_of_time)
     return TrajectoryChoice.of(candidates)
 

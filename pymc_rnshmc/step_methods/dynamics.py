@@ -78,8 +78,8 @@ class DynamicsSetting:
         A refit, whose previous choice (``previous``) searched widely already.
     previous : TrajectoryCandidate or None
     out_of_time : callable or None
-        ``out_of_time()`` true once the setup's budget is spent: the scan of path lengths stops
-        with the candidates scored so far.
+        ``out_of_time()`` true once the setup's budget is spent: the comparison of metrics and
+        the scan of path lengths stop with the candidates scored so far.
     """
 
     positions: np.ndarray

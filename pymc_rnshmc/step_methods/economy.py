@@ -10,8 +10,8 @@ each a plain function here (or a method of :class:`Economy`):
   logp-only function (no gradient, but compiled at its first call: about a second per process
   under PyTensor's Numba backend) or by the joint logp-and-gradient function the exploration
   has already compiled;
-- :meth:`Economy.setup_budget`: how long a fit may spend scanning path lengths for its
-  trajectories, a share of what exact NUTS would still need;
+- :meth:`Economy.setup_budget`: how long a chain's fits may spend choosing their trajectories
+  (metrics and path lengths), a share of what exact NUTS would still need;
 - :func:`refit_pays`: whether a second or later refit (seconds, growing with the record) costs
   less than a share of what the surrogate's draws still save against exact NUTS draws;
 - :func:`sampling_verdict`: after the first fit's surrogate has run ``VERDICT_DRAWS`` tuning
@@ -55,11 +55,15 @@ elliptic PDE (30 x 30) took 0.51 s on 150 points, 2.7 s on 300 and 5.0 s on 600.
 2, fitted to the first two, predicted the third at 11 s and dropped refits that paid on the
 60 x 60 mesh (min ESS 401-454 against 546 with them, 4 seeds)."""
 SETUP_SHARE = 0.5
-"""A fit's choice of trajectories stops scanning path lengths once the fit has taken this share
-of what exact NUTS would need for the draws still to come (its measured seconds per draw times
-the draws left, all chains'), and takes the best length scored by then. On cheap models the
-scan alone cost several times NUTS's whole call (posteriordb ``sblrc-blr``: setup 2.2-9.5 s
-against a 1.8 s NUTS call, 4 seeds); on costly ones the budget is never reached."""
+"""A fit's choice of trajectories stops comparing metrics and scanning path lengths once the
+chain's fits together have taken this share of what exact NUTS would need for the draws still
+to come (its measured seconds per draw times the draws left, all chains'), and takes the best
+candidate scored by then (the first metric is always scored). On cheap models the scan alone
+cost several times NUTS's whole call (posteriordb ``sblrc-blr``: setup 2.2-9.5 s against a
+1.8 s NUTS call, 4 seeds); with a budget per fit and every metric scored regardless, the first
+fit and its refit still took 0.5-1.6 s each against NUTS calls of 1-1.5 s (Student-t,
+log-gamma, eight schools; ``docs/benchmarks.md``). On costly models the budget is never
+reached."""
 VERDICT_DRAWS = 100
 """Surrogate tuning draws after the first fit before the verdict on whether it pays."""
 VERDICT_MARGIN = 1.5
@@ -288,17 +292,18 @@ class Economy:
         self.fit_points, self.fit_seconds = int(points), float(seconds)
         self.refits += int(refit)
 
-    def setup_budget(self, draws_left: float) -> float:
+    def setup_budget(self, draws_left: float, spent: float = 0.0) -> float:
         """Seconds a fit and its trajectory choice may take (``inf``: unbounded).
 
         ``SETUP_SHARE`` of the exact NUTS seconds of ``draws_left`` draws (all chains'), at
-        the exploration's measured seconds per draw; unbounded when not weighing, or before
-        two exploration draws were measured.
+        the exploration's measured seconds per draw, less the ``spent`` seconds of the chain's
+        earlier fits: one budget for all of a chain's setup, not one per fit. Unbounded when
+        not weighing, or before two exploration draws were measured.
         """
         seconds = self.costs.exact_draw_seconds()
         if not self.weighs or not np.isfinite(seconds):
             return np.inf
-        return SETUP_SHARE * seconds * draws_left
+        return SETUP_SHARE * seconds * draws_left - spent
 
     def refit_pays(self, record_size: int, draws_left: float) -> bool:
         """Whether a refit on ``record_size`` points pays over ``draws_left`` draws (all chains').

@@ -158,8 +158,10 @@ class ExactModel:
         ``pytensor.function``'s), as PyMC's NUTS takes them. The step's function, which its
         NUTS shares, is kept as :attr:`step_function`.
         """
-        gradient = has_gradient(model, vars)
-        function = _compiled_logp(model, vars, gradient, options)
+        try:  # PyMC builds the gradient graph once here; has_gradient would build it again
+            function, gradient = _compiled_logp(model, vars, True, options), True
+        except (NotImplementedError, pytensor.gradient.NullTypeGradError):
+            function, gradient = _compiled_logp(model, vars, False, options), False
         exact_model = cls(
             model,
             vars,

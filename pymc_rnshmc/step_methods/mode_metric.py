@@ -15,10 +15,13 @@ whitened draws ``L^-1 (x - mode)``. Where the Laplace approximation is right, ``
 where it is off in scale, the adaptation corrects it. Each window's estimate is shrunk toward 1
 with the weight of ``PRIOR_DRAWS`` draws, so that the first, short windows do not throw the
 approximation away. Until a mode is given (and after ``reset``) it is PyMC's diagonal
-adaptation itself, computed by PyMC's own methods. The factor and mode are part of its sampling
-state, so PyMC and the pooled chains' workers carry them with the rest. PyMC has no potential
-that adapts around a given dense matrix, which is why this one is written here, over PyMC's
-class; it changes only the coordinates.
+adaptation itself, computed by PyMC's own methods. ``L^-1`` is computed once with the factor:
+whitening a draw and drawing a momentum are then products, where SciPy's triangular solve, at
+about 35 microseconds a call for its checks, took a fifth of exact NUTS's draws on cheap
+posteriordb models. The factor, its inverse and the mode are part of its sampling state, so
+PyMC and the pooled chains' workers carry them with the rest. PyMC has no potential that adapts
+around a given dense matrix, which is why this one is written here, over PyMC's class; it
+changes only the coordinates.
 
 References
 ----------
@@ -50,6 +53,7 @@ as many as PyMC's first window uses)."""
 @dataclass_state
 class WhitenedDiagAdaptState(QuadPotentialDiagAdaptState):
     _factor: Any = field(default=None)
+    _inverse_factor: Any = field(default=None)
     _mode: Any = field(default=None)
 
 
@@ -68,7 +72,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
     _state_class = WhitenedDiagAdaptState
 
     def __init__(self, *args, **kwargs) -> None:
-        self._factor = self._mode = None
+        self._factor = self._inverse_factor = self._mode = None
         super().__init__(*args, **kwargs)
 
     @classmethod
@@ -104,18 +108,20 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         changes nothing.
         """
         factor = linalg.cholesky(np.asarray(covariance, dtype=float), lower=True)
+        inverse = linalg.solve_triangular(factor, np.eye(len(factor)), lower=True)
         super().reset()
         self._factor = factor.astype(self.dtype)
+        self._inverse_factor = inverse.astype(self.dtype)
         self._mode = np.asarray(mode, dtype=self.dtype)
 
     def reset(self) -> None:
         """PyMC's reset, and back to its coordinates."""
         super().reset()
-        self._factor = self._mode = None
+        self._factor = self._inverse_factor = self._mode = None
 
     def whiten(self, position: np.ndarray) -> np.ndarray:
         """``L^-1 (x - mode)``."""
-        return linalg.solve_triangular(self._factor, position - self._mode, lower=True)
+        return self._inverse_factor @ (position - self._mode)
 
     def covariance(self) -> np.ndarray:
         """The inverse mass matrix ``L diag(v) L^T`` (or ``diag(v)``)."""
@@ -146,8 +152,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         momentum = super().random()
         if not self.whitened:
             return momentum
-        momentum = linalg.solve_triangular(self._factor, momentum, lower=True, trans="T")
-        return momentum.astype(self.dtype, copy=False)
+        return (self._inverse_factor.T @ momentum).astype(self.dtype, copy=False)
 
     def update(self, sample, grad, tune):
         """PyMC's adaptation, told the whitened draw (and gradient)."""

@@ -431,10 +431,11 @@ class SurrogateWarmup:
     def _setup_deadline(self, started: float, iteration: int, host: WarmupHost):
         """``out_of_time()`` for a fit begun at ``started``: past the economy's setup budget.
 
-        ``None`` where the budget is unbounded (costs not weighed, or not yet measured).
+        The budget is the chain's, less what its earlier fits took. ``None`` where it is
+        unbounded (costs not weighed, or not yet measured).
         """
         draws_left = self.draws_left(iteration) * host.chains_sharing()
-        budget = self.economy.setup_budget(draws_left)
+        budget = self.economy.setup_budget(draws_left, spent=self.setup_seconds)
         if not np.isfinite(budget):
             return None
         deadline = started + budget
@@ -452,7 +453,8 @@ class SurrogateWarmup:
     ) -> TrajectoryChoice:
         """Metric, step size and path length, by simulating surrogate chains (no exact calls).
 
-        ``out_of_time()``, if given, ends the scan of path lengths early (the setup budget).
+        ``out_of_time()``, if given, ends the comparison of metrics and the scan of path
+        lengths early (the setup budget).
         """
         explorer_variances, explorer_covariance, explorer_step_size = host.explorer_metric()
         if self.phase == Phase.SURROGATE:

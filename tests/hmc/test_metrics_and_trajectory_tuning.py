@@ -114,6 +114,25 @@ def test_a_scan_out_of_time_stops_with_the_candidates_scored_so_far():
     assert cut.best in cut.candidates
 
 
+def test_out_of_time_from_the_start_scores_the_first_metric_only():
+    rng = np.random.default_rng(3)
+    metrics = [DiagonalMetric(np.ones(3)), DenseMetric(np.eye(3)), DiagonalMetric(np.full(3, 2.0))]
+    choice = tune(
+        lambda points: 0.5 * np.sum(points**2, axis=-1),
+        lambda points: points,
+        metrics,
+        metric_lengths=[1.5, 1.5, 1.5],
+        length_ratios=2.0 ** (np.arange(-2, 3) / 4),
+        initial_step_size=0.5,
+        starts=rng.normal(size=(16, 3)),
+        cost_per_step=0.01,
+        rng=rng,
+        out_of_time=lambda: True,
+    )
+    assert [c.metric for c in choice.candidates] == [metrics[0]]
+    assert choice.best.metric is metrics[0] and choice.best.path_length == 1.5
+
+
 def test_the_quarter_period_is_that_of_the_slowest_direction_under_the_metric():
     covariance = np.array([[4.0, 0.0], [0.0, 1.0]])
     assert np.isclose(quarter_period(DenseMetric(covariance), covariance), np.pi / 2)

@@ -176,6 +176,8 @@ def test_the_setup_budget_is_a_share_of_what_exact_nuts_still_needs():
     for _ in range(10):
         economy.note_draw(0, 7, 2e-3)
     assert economy.setup_budget(draws_left=1000) == pytest.approx(SETUP_SHARE * 2.0)
+    # one budget for the chain: what earlier fits took is spent
+    assert economy.setup_budget(1000, spent=0.25) == pytest.approx(SETUP_SHARE * 2.0 - 0.25)
     assert Economy(weighs=False, costs=economy.costs).setup_budget(1000) == np.inf
 
 
