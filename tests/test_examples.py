@@ -1,9 +1,15 @@
-"""The examples run end to end at tiny sizes, so they cannot rot."""
+"""The examples run end to end at tiny sizes, so they cannot rot.
+
+The two slowest are marked ``slow`` (``scripts/run-tests -m slow``): what they show is tested in
+the default suite by smaller runs.
+"""
 
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,6 +64,8 @@ def test_elliptic_pde_example_compares_nuts_and_rnshmc():
     assert 1.0 < float(cells[11]) < 4.0 and 0.0 < float(cells[12]) < 3.0
 
 
+# 27-30 s: models without gradients are sampled in tests/step_methods (black-box cases)
+@pytest.mark.slow
 def test_black_box_ode_example_compares_demetropolisz_and_rnshmc():
     completed = run_example("black_box_ode.py", "--tune=300", "--draws=200", "--chains=1")
     assert "RNSHMC / DEMetropolisZ bulk ESS per second" in completed.stdout
@@ -66,6 +74,8 @@ def test_black_box_ode_example_compares_demetropolisz_and_rnshmc():
     assert "RNSHMC's failed or abandoned solves after tuning (model_failures): " in completed.stdout
 
 
+# 30-42 s: a served model against the same model in process is tests/served/test_umbridge.py
+@pytest.mark.slow
 def test_umbridge_example_samples_a_served_pde_as_the_same_model_in_process():
     completed = run_example(
         "umbridge_pde.py", "--n-cells=6", "--n-modes=2", "--tune=150", "--draws=50"

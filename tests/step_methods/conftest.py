@@ -88,3 +88,28 @@ SAMPLERS = [
 @pytest.fixture(params=SAMPLERS, ids=[case.id for case in SAMPLERS], scope="module")
 def sampler(request) -> SamplerCase:
     return request.param
+
+
+SLOW_PROTOCOL_CASES = {
+    # spawning workers imports PyMC in each (5-6 s a case); every sampler's pickling is tested
+    # in process, and spawning is PyMC's, the same for all
+    "test_spawned_workers_sample_the_same_chains": {
+        "RNSHMC-nuts",
+        "RNSHMC-coarse",
+        "ARNSHMC",
+        "RNSRMHMC",
+        "SparseGridHMC",
+    },
+    # 14-18 s: the grid's nodes on a 100,000-row model
+    "test_draw_times_cover_the_sampling_loop": {"SparseGridHMC"},
+}
+"""Protocol tests run for a few samplers only in the default suite (all with ``-m slow``)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items) -> None:
+    """Mark :data:`SLOW_PROTOCOL_CASES` ``slow`` before ``-m`` selects."""
+    for item in items:
+        name, _, case = item.name.partition("[")
+        if case.rstrip("]") in SLOW_PROTOCOL_CASES.get(name, ()):
+            item.add_marker(pytest.mark.slow)

@@ -136,6 +136,7 @@ CASES = [
         step_options={"target_accept": 0.95},
         variant="arnshmc",
         step_class=ARNSHMC,
+        slow=True,  # 18-20 s; ARNSHMC's default-suite case is sblrc-blr
     ),
     # RNSRMHMC: the generalized leapfrog on the surrogate's SoftAbs curvature
     PosteriorCase(
@@ -147,6 +148,7 @@ CASES = [
         seed=2051,
         variant="rnsrmhmc",
         step_class=RNSRMHMC,
+        slow=True,  # 23-30 s; RNSRMHMC's default-suite case is arK
     ),
     PosteriorCase(
         name="arK-arK",
