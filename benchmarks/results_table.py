@@ -44,23 +44,32 @@ SOURCES = (
         "baselines PyMC NUTS diagonal and dense; nutpie diagonal and low-rank never moved",
     ),
     (
-        "economy_tune_mode",
-        "python -m benchmarks.economy --split tune",
-        "the posteriors the economy's rules were written on; NUTS runs from an earlier run",
-    ),
-    (
         "economy_check_mode",
         "python -m benchmarks.economy --split check",
         "held out; NUTS runs from an earlier run",
     ),
     (
-        "economy_check_again_mode",
-        "python -m benchmarks.economy --split check_again",
-        "held out; NUTS runs from an earlier run",
+        "economy_tune_prefit2",
+        "python -m benchmarks.economy --split tune "
+        '--samplers "NUTS,NUTS dense,RNSHMC,RNSHMC exact"',
+        "the posteriors the economy's rules were written on",
+    ),
+    (
+        "economy_check_prefit2",
+        "python -m benchmarks.economy --workloads <the four posteriordb ones of the check split> "
+        '--samplers "NUTS,NUTS dense,RNSHMC,RNSHMC exact"',
+        "held out",
+    ),
+    (
+        "economy_check_again_prefit2",
+        "python -m benchmarks.economy --split check_again "
+        '--samplers "NUTS,NUTS dense,RNSHMC,RNSHMC exact"',
+        "held out",
     ),
 )
 """Result files, the command behind each (its section in the page gives every option) and what
-to know about its baselines."""
+to know about its baselines. A workload (and width) in a later file replaces its rows from
+earlier ones."""
 BASELINES = ("NUTS", "NUTS dense", "nutpie", "nutpie low-rank")
 KINDS = ("bulk", "tail")
 SURROGATE = "RNSHMC"
@@ -244,9 +253,10 @@ def table() -> str:
     """The markdown table, one row per workload and width, with its source and date."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     commands = []
-    for name, command, note in SOURCES:
-        runs, date = load(name)
-        for row in rows_of(runs):
+    loaded = [(name, command, note, *load(name)) for name, command, note in SOURCES]
+    for index, (name, command, note, runs, date) in enumerate(loaded):
+        newer = {(run.workload, run.d) for later in loaded[index + 1 :] for run in later[3]}
+        for row in rows_of([run for run in runs if (run.workload, run.d) not in newer]):
             lines.append("| " + " | ".join([*row, f"`{name}` ({date})"]) + " |")
         commands.append(f"- `{name}`: `{command}`" + (f" ({note})" if note else ""))
     return "\n".join([*lines, "", *commands]) + "\n"

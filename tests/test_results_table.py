@@ -52,3 +52,28 @@ def test_a_baseline_that_never_moved_has_no_effective_draws():
     }
     stuck = wide_runs(json.loads(json.dumps(results)))[1]
     assert stuck.bulk == 0.0 and stuck.tail == 0.0 and not np.isfinite(stuck.logps)
+
+
+def test_a_later_file_replaces_the_rows_of_its_workloads_and_widths(monkeypatch):
+    def runs(workload, d, seconds):
+        return [
+            Run(workload, d, "RNSHMC", 1, seconds, 100.0, 100.0, 10.0),
+            Run(workload, d, "NUTS", 1, 1.0, 100.0, 100.0, 10.0),
+        ]
+
+    files = {
+        "old": runs("a", 3, 2.0) + runs("a", 5, 2.0) + runs("b", None, 2.0),
+        "new": runs("a", 3, 4.0),
+    }
+    monkeypatch.setattr(results_table, "SOURCES", (("old", "x", ""), ("new", "y", "")))
+    monkeypatch.setattr(results_table, "load", lambda name: (files[name], "today"))
+    rows = [
+        line
+        for line in results_table.table().splitlines()
+        if line.startswith("| a") or line.startswith("| b")
+    ]
+    assert [(row.split(" | ")[0:2], row.split(" | ")[-1]) for row in rows] == [
+        (["| a", "5"], "`old` (today) |"),
+        (["| b", "-"], "`old` (today) |"),
+        (["| a", "3"], "`new` (today) |"),
+    ]
