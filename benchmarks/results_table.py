@@ -255,7 +255,8 @@ def table() -> str:
     commands = []
     loaded = [(name, command, note, *load(name)) for name, command, note in SOURCES]
     for index, (name, command, note, runs, date) in enumerate(loaded):
-        newer = {(run.workload, run.d) for later in loaded[index + 1 :] for run in later[3]}
+        later_runs = (run for *_, runs_of_file, _ in loaded[index + 1 :] for run in runs_of_file)
+        newer = {(run.workload, run.d) for run in later_runs}
         for row in rows_of([run for run in runs if (run.workload, run.d) not in newer]):
             lines.append("| " + " | ".join([*row, f"`{name}` ({date})"]) + " |")
         commands.append(f"- `{name}`: `{command}`" + (f" ({note})" if note else ""))

@@ -60,10 +60,10 @@ chain's fits together have taken this share of what exact NUTS would need for th
 to come (its measured seconds per draw times the draws left, all chains'), and takes the best
 candidate scored by then (the first metric is always scored). On cheap models the scan alone
 cost several times NUTS's whole call (posteriordb ``sblrc-blr``: setup 2.2-9.5 s against a
-1.8 s NUTS call, 4 seeds); with a budget per fit and every metric scored regardless, the first
-fit and its refit still took 0.5-1.6 s each against NUTS calls of 1-1.5 s (Student-t,
-log-gamma, eight schools; ``docs/benchmarks.md``). On costly models the budget is never
-reached."""
+1.8 s NUTS call, 4 seeds); with a budget per fit and every metric scored regardless, a chain's
+fits still took 0.4-1.6 s in all (4.4 s once) against NUTS calls of 0.8-2.4 s (Student-t,
+log-gamma, non-centred eight schools, 4 seeds each; ``docs/benchmarks.md``). On costly models
+the budget is never reached."""
 VERDICT_DRAWS = 100
 """Surrogate tuning draws after the first fit before the verdict on whether it pays."""
 VERDICT_MARGIN = 1.5
@@ -293,7 +293,7 @@ class Economy:
         self.refits += int(refit)
 
     def setup_budget(self, draws_left: float, spent: float = 0.0) -> float:
-        """Seconds a fit and its trajectory choice may take (``inf``: unbounded).
+        """Seconds the chain's next fit and its trajectory choice may take (``inf``: unbounded).
 
         ``SETUP_SHARE`` of the exact NUTS seconds of ``draws_left`` draws (all chains'), at
         the exploration's measured seconds per draw, less the ``spent`` seconds of the chain's

@@ -28,6 +28,9 @@ from pymc_rnshmc.step_methods.time_limit import TimeLimit
 
 __all__ = ["ExactModel", "has_gradient"]
 
+NO_GRADIENT_ERRORS = (NotImplementedError, pytensor.gradient.NullTypeGradError)
+"""What building the gradient graph raises when an ``Op`` on the way has no gradient."""
+
 
 def has_gradient(model, vars) -> bool:
     """Whether PyTensor can differentiate the model's logp with respect to ``vars``.
@@ -37,7 +40,7 @@ def has_gradient(model, vars) -> bool:
     """
     try:
         pytensor.gradient.grad(model.logp(), list(vars), disconnected_inputs="ignore")
-    except (NotImplementedError, pytensor.gradient.NullTypeGradError):
+    except NO_GRADIENT_ERRORS:
         return False
     return True
 
@@ -160,7 +163,7 @@ class ExactModel:
         """
         try:  # PyMC builds the gradient graph once here; has_gradient would build it again
             function, gradient = _compiled_logp(model, vars, True, options), True
-        except (NotImplementedError, pytensor.gradient.NullTypeGradError):
+        except NO_GRADIENT_ERRORS:
             function, gradient = _compiled_logp(model, vars, False, options), False
         exact_model = cls(
             model,
