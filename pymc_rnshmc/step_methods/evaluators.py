@@ -321,25 +321,39 @@ class DaskEvaluator:
     The pickled sampler is scattered to every worker once (``broadcast``); each worker
     unpickles it at its first task and keeps it, so a worker that joins later gets it too.
     Every task is a function of what it is sent, so the draws do not depend on the number of
-    workers or on which worker ran what.
+    workers or on which worker ran what. Dask cannot recompute scattered data: where the
+    workers that held it died, the batch's tasks come back cancelled ("already forgotten":
+    once in six CI runs of the killed-worker test, 2026-11-28), and the batch is sent once more
+    with the sampler scattered again. The chains take nothing from a batch until all of it is
+    back, so the second try gives the same draws.
     """
 
     def __init__(self, client, retries: int = 0) -> None:
         self.client = client
         self.retries = check_non_negative_integer("retries", retries)
         self._token: str | None = None
+        self._pickled: bytes | None = None
         self._payload = None
 
     def start(self, sampler) -> None:
         """Send the pickled sampler to every worker, once."""
         self._token = f"sampler-{id(sampler)}-{uuid.uuid4().hex}"
-        self._payload = self.client.scatter(cloudpickle.dumps(sampler), broadcast=True)
+        self._pickled = cloudpickle.dumps(sampler)
+        self._payload = self.client.scatter(self._pickled, broadcast=True)
 
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
-        return explore_with(self._submit, requests)
+        return self._batch(explore_with, requests)
 
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
-        return evaluate_with(self._submit, requests)
+        return self._batch(evaluate_with, requests)
+
+    def _batch(self, send, requests):
+        """``send(submit, requests)``; again with the sampler scattered anew if it was lost."""
+        try:
+            return send(self._submit, requests)
+        except concurrent.futures.CancelledError:
+            self._payload = self.client.scatter(self._pickled, broadcast=True)
+            return send(self._submit, requests)
 
     def _submit(self, function, *args):
         return self.client.submit(
