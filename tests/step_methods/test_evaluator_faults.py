@@ -190,8 +190,8 @@ def test_restarts_must_be_a_non_negative_integer(restarts):
         ProcessEvaluator(restarts=restarts)
 
 
-class _ForgettingClient:
-    """A Dask client stand-in: what is scattered, and a batch lost with the workers' sampler."""
+class _ScatterCountingClient:
+    """A Dask client stand-in that counts what is scattered (no cluster)."""
 
     def __init__(self) -> None:
         self.scattered: list = []
@@ -201,38 +201,32 @@ class _ForgettingClient:
         return f"payload-{len(self.scattered)}"
 
 
-def test_a_batch_whose_scattered_sampler_was_lost_is_sent_again_with_it():
-
-    client = _ForgettingClient()
-    evaluator = DaskEvaluator(client)
-    evaluator.start({"a sampler": 1})
+def _lost_batches(evaluator: DaskEvaluator, losses: int):
+    """A batch sender that loses the sampler ``losses`` times, then doubles each request."""
     sent_with = []
 
     def send(submit, requests):
         sent_with.append(evaluator._payload)
-        if len(sent_with) == 1:  # the workers that held the first scatter died
+        if len(sent_with) <= losses:  # the workers that held the sampler died
             raise concurrent.futures.CancelledError("already forgotten")
         return [request * 2 for request in requests]
 
-    assert evaluator._batch(send, [1, 2]) == [2, 4]
-    assert sent_with == ["payload-1", "payload-2"]
-    assert client.scattered[0] == client.scattered[1] and client.scattered[1][1] is True
+    return send, sent_with
 
 
-def test_a_sampler_lost_twice_in_one_batch_raises_rather_than_looping():
-
-    client = _ForgettingClient()
+@pytest.mark.parametrize("losses", [1, 2])
+def test_a_batch_whose_scattered_sampler_was_lost_is_sent_once_more_with_it(losses):
+    client = _ScatterCountingClient()
     evaluator = DaskEvaluator(client)
     evaluator.start({"a sampler": 1})
-    tries = []
-
-    def always_lost(submit, requests):
-        tries.append(evaluator._payload)
-        raise concurrent.futures.CancelledError("already forgotten")
-
-    with pytest.raises(concurrent.futures.CancelledError):
-        evaluator._batch(always_lost, [1])
-    assert tries == ["payload-1", "payload-2"]
+    send, sent_with = _lost_batches(evaluator, losses)
+    if losses == 1:
+        assert evaluator._batch(send, [1, 2]) == [2, 4]
+    else:  # lost again: raised, not looped
+        with pytest.raises(concurrent.futures.CancelledError):
+            evaluator._batch(send, [1, 2])
+    assert sent_with == ["payload-1", "payload-2"]
+    assert client.scattered[0] == client.scattered[1] and client.scattered[1][1] is True
 
 
 def test_a_dask_worker_killed_mid_run_is_replaced_and_the_draws_are_unchanged(
