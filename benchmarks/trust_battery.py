@@ -164,10 +164,13 @@ def _highest_wall(stats_group) -> float:
 
 def surrogate_options(args) -> dict:
     """``surrogate=`` for ``--ceiling`` (the network's ceiling on), ``coarse=`` for ``--coarse
-    wrong`` (a deliberately wrong coarse model, ``N(0.5, 1.5^2)`` in every coordinate)."""
+    wrong`` (a deliberately wrong coarse model, ``N(0.5, 1.5^2)`` in every coordinate),
+    ``surrogate_target_accept=`` for ``--surrogate-target-accept``."""
     options = {"surrogate": RandomNetworkSurrogate(ceiling=True)} if args.ceiling else {}
     if args.coarse == "wrong":
         options["coarse"] = WrongCoarseModel()
+    if args.surrogate_target_accept is not None:
+        options["surrogate_target_accept"] = args.surrogate_target_accept
     return options
 
 
@@ -239,6 +242,9 @@ def main() -> None:
     parser.add_argument("--output", default="trust_battery")
     parser.add_argument("--ceiling", action="store_true", help="the network's ceiling on")
     parser.add_argument("--coarse", choices=["none", "wrong"], default="none")
+    parser.add_argument(
+        "--surrogate-target-accept", type=float, default=None, help="the sampler's own default"
+    )
     args = parser.parse_args()
     rows = []
     columns = (
