@@ -11,13 +11,16 @@ Every run is its own process (``--one``), so each pays its own compilation, as a
 does; runs go one after another. Samplers (``--samplers``): "NUTS" (PyMC's, diagonal
 adaptation), "NUTS dense" (``init="jitter+adapt_full"``), "RNSHMC" (its defaults, this tree)
 "RNSHMC before" (the defaults of the tree at ``--before``, a ``git worktree`` of an older
-commit: the same script, that tree's package) and "RNSHMC exact" (a study: RNSHMC that
+commit: the same script, that tree's package), "RNSHMC exact" (a study: RNSHMC that
 continues with exact NUTS where it would fit its first surrogate, the counterfactual of a rule
-that gives the surrogate up before its first fit).
+that gives the surrogate up before its first fit), and "RNSHMC keep" / "RNSHMC give up" (a
+study of the verdict: its answer forced one way, so the two runs of a seed are one chain up
+to the verdict and then either answer's outcome; the windows it judged are recorded).
 
 Workloads: "sleep_<s>" (``x ~ N(0, C)``, d = 5, AR(1) correlation 0.6, through a forward model
 that sleeps ``s`` seconds a call: the model's cost alone varies), "sleep20_<s>" (the same at
-d = 20), "banana", "gaussian_process", "pde_30", "pde_60" (the benchmark workloads) and
+d = 20), "banana", "gaussian_process", "pde_30", "pde_60" (the benchmark workloads),
+"hierarchical_<groups>" (:func:`~pymc_rnshmc.workloads.hierarchical_logistic_regression`) and
 posteriordb posteriors by name. Split, fixed before the runs: ``TUNE`` holds what the economy's
 rules were looked at on while they were written; ``CHECK`` is held out.
 
@@ -85,6 +88,10 @@ def build_model(workload: str):
         prefix, seconds = workload.split("_")
         dim = 5 if prefix == "sleep" else int(prefix[len("sleep") :])
         return sleeping_normal(dim, float(seconds)), {"x": np.zeros(dim)}
+    if workload.startswith("hierarchical_"):
+        from pymc_rnshmc.workloads import hierarchical_logistic_regression
+
+        return hierarchical_logistic_regression(int(workload.split("_")[1])), None
     if workload in ("banana", "gaussian_process", "pde_30", "pde_60"):
         from benchmarks.whole_call import WORKLOADS
 
@@ -108,7 +115,47 @@ def sampler_for(name: str):
         return "pymc", {"init": "jitter+adapt_full"}
     if name == "RNSHMC exact":
         _never_fit()
+    if name in ("RNSHMC keep", "RNSHMC give up"):
+        _force_verdict(pays=name == "RNSHMC keep")
+    _record_verdict_windows()
     return RNSHMC, {}
+
+
+def _force_verdict(pays: bool) -> None:
+    """The verdict's figures as measured, its answer forced (a study: both arms of one chain).
+
+    "RNSHMC keep" keeps the surrogate whatever the verdict says, "RNSHMC give up" continues
+    with exact NUTS when the verdict is due. Both runs are the same chain up to the verdict,
+    so together they show what either answer would have given. This process only.
+    """
+    from pymc_rnshmc.step_methods.economy import Verdict
+
+    Verdict.surrogate_pays = property(lambda verdict: pays)
+
+
+def _record_verdict_windows() -> None:
+    """Keep, on the economy, what the verdict saw: the draw count and fit positions at which it
+    was made, the exact acceptance of the surrogate draws it judged, and the fit's held-out
+    error."""
+    from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
+    from pymc_rnshmc.surrogates.base import held_out_error
+
+    watch, judge = SurrogateWarmup.watch_for_collapse, SurrogateWarmup.judge_sampling
+
+    def watch_and_record(warmup, accept, iteration):
+        warmup.__dict__.setdefault("accepts", []).append(float(accept))
+        return watch(warmup, accept, iteration)
+
+    def judge_and_record(warmup, draws):
+        economy = warmup.economy
+        accepts = warmup.__dict__.get("accepts", [])[-(len(draws) - economy.fitted_at) :]
+        economy.judged = (len(draws), economy.first_fit_at, economy.fitted_at)
+        economy.judged_accept = float(np.mean(accepts)) if accepts else float("nan")
+        economy.judged_error = float(held_out_error(warmup.surrogate))
+        return judge(warmup, draws)
+
+    SurrogateWarmup.watch_for_collapse = watch_and_record
+    SurrogateWarmup.judge_sampling = judge_and_record
 
 
 def _never_fit() -> None:
@@ -162,6 +209,23 @@ def prefit_record(step) -> dict:
         if n_explored >= 8
         else np.nan,
         "verdict": None if verdict is None else dataclasses.asdict(verdict),
+        "verdict windows": _verdict_windows(chain, economy),
+    }
+
+
+def _verdict_windows(chain, economy) -> dict | None:
+    """The draws the verdict judged (the exploration's and those since the fit, as lists to 4
+    decimals), with the surrogate draws' exact acceptance and the fit's held-out error."""
+    judged = getattr(economy, "judged", None)
+    if judged is None:
+        return None
+    n_draws, first_fit_at, fitted_at = judged
+    draws = np.round(np.asarray(chain.log.draws[:n_draws]), 4)
+    return {
+        "exploration": draws[:first_fit_at].tolist(),
+        "since fit": draws[fitted_at:].tolist(),
+        "exact acceptance": economy.judged_accept,
+        "held-out error": economy.judged_error,
     }
 
 

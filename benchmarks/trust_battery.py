@@ -4,16 +4,18 @@
     python -m benchmarks.trust_battery --posteriors banana --seeds 1 --draws 2000   # smoke
     python -m benchmarks.trust_battery --dynamics hmc --ceiling --output trust_ceiling
     python -m benchmarks.trust_battery --coarse wrong --output trust_wrong_coarse
+    python -m benchmarks.trust_battery --sampler SparseGridHMC --output trust_sparse_grid
 
-Every posterior has an exact reference (quadrature or a closed form). ``RNSHMC()`` with its
-defaults, both dynamics, runs ``--chains`` chains of ``--tune`` + ``--draws`` (default 2 x
-(1000 + 10 000), one core) per seed. Per run: the largest ``|z|`` of a mean and of a 1 % / 5 % /
-95 % / 99 % quantile (the quantile's error from the ESS of its indicator, as ArviZ's
-``mcse(method="quantile")``), min bulk and tail ESS, the largest R-hat, divergences, the share
-of draws in the region the surrogate is likeliest to wall off, and whether the sampler warned.
-A run is **flagged** when PyMC's own checks would warn (R-hat above 1.01, bulk ESS below 100 per
-chain, a divergence) or a SurrogateWarning was raised, and **wrong** when a mean is more than
-``WRONG`` MCSE off; a **confident wrong answer** is wrong and not flagged.
+Every posterior has an exact reference (quadrature or a closed form). ``RNSHMC()`` (or
+``--sampler``) with its defaults, both dynamics where it takes them, runs ``--chains`` chains of
+``--tune`` + ``--draws`` (default 2 x (1000 + 10 000), one core) per seed. Per run: the largest
+``|z|`` of a mean and of a 1 % / 5 % / 95 % / 99 % quantile (the quantile's error from the ESS
+of its indicator, as ArviZ's ``mcse(method="quantile")``), min bulk and tail ESS, the largest
+R-hat, divergences, the share of draws in the region the surrogate is likeliest to wall off, and
+whether the sampler warned. A run is **flagged** when PyMC's own checks would warn (R-hat above
+1.01, bulk ESS below 100 per chain, a divergence) or a SurrogateWarning was raised, and
+**wrong** when a mean is more than ``WRONG`` MCSE off; a **confident wrong answer** is wrong and
+not flagged.
 
 The posteriors are split in two: ``TUNE`` (the banana of the issue that found the problem, on
 which the defaults were chosen) and ``CHECK`` (held out: nothing was chosen on them).
@@ -39,7 +41,14 @@ import xarray as xr
 from scipy import stats
 
 from benchmarks.measure import cell, markdown_table, run_metadata, write_results
-from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate, SurrogateWarning
+from pymc_rnshmc import (
+    ARNSHMC,
+    RNSHMC,
+    RNSRMHMC,
+    RandomNetworkSurrogate,
+    SparseGridHMC,
+    SurrogateWarning,
+)
 from tests.step_methods.helpers import WrongCoarseModel
 
 WRONG = 5.0
@@ -154,8 +163,28 @@ def _z_quantile(draws: np.ndarray, quantile: float, value: float) -> float:
     return (below.mean() - quantile) / np.sqrt(quantile * (1 - quantile) / ess)
 
 
+SAMPLERS = {
+    "RNSHMC": RNSHMC,
+    "ARNSHMC": ARNSHMC,
+    "SparseGridHMC": SparseGridHMC,
+    "RNSRMHMC": RNSRMHMC,
+}
+WITH_DYNAMICS = ("RNSHMC", "ARNSHMC")
+"""Samplers that take ``dynamics=``; the others run their own (``"own"`` in the table)."""
+
+
+def _share(stats_group, name: str, where=None) -> float:
+    """The mean of a stat (of ``stats == where`` if given), NaN where the sampler has none."""
+    if name not in stats_group:
+        return float("nan")
+    values = np.asarray(stats_group[name].values)
+    return float(np.mean(values if where is None else values == where))
+
+
 def _highest_wall(stats_group) -> float:
     """The highest wall a safety-net draw crossed (``-surrogate_error`` of the net's draws)."""
+    if "safety_net" not in stats_group or "surrogate_error" not in stats_group:
+        return float("nan")
     net = np.asarray(stats_group["safety_net"].values)
     errors = np.asarray(stats_group["surrogate_error"].values)[net]
     errors = errors[np.isfinite(errors)]
@@ -175,12 +204,14 @@ def surrogate_options(args) -> dict:
 
 
 def run(reference: Reference, dynamics: str, seed: int, args) -> dict:
+    sampler = SAMPLERS[args.sampler]
+    options = {"dynamics": dynamics} if args.sampler in WITH_DYNAMICS else {}
     model = reference.build()
     start = time.perf_counter()
     with model, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SurrogateWarning)
         idata = pm.sample(
-            step=RNSHMC(dynamics=dynamics, **surrogate_options(args)),
+            step=sampler(**options, **surrogate_options(args)),
             tune=args.tune,
             draws=args.draws,
             chains=args.chains,
@@ -210,7 +241,8 @@ def run(reference: Reference, dynamics: str, seed: int, args) -> dict:
     return {
         "posterior": reference.name,
         "split": reference.split,
-        "dynamics": dynamics,
+        "sampler": args.sampler,
+        "dynamics": dynamics if args.sampler in WITH_DYNAMICS else "own",
         "seed": seed,
         "max |z| mean": worst_mean,
         "max |z| quantile": float(np.max(np.abs(z_quantiles))),
@@ -219,8 +251,8 @@ def run(reference: Reference, dynamics: str, seed: int, args) -> dict:
         "max R-hat": float(np.max(rhat)),
         "divergences": divergences,
         "tail share": float(np.mean(reference.tail_region(draws.reshape(-1, dim)))),
-        "net share": float(np.asarray(stats_group["safety_net"].values).mean()),
-        "exact NUTS share": float(np.mean(np.asarray(stats_group["phase"].values) == 3)),
+        "net share": _share(stats_group, "safety_net"),
+        "exact NUTS share": _share(stats_group, "phase", where=3),
         "max wall": _highest_wall(stats_group),
         "warnings": len(told),
         "flagged": flagged,
@@ -234,6 +266,7 @@ def run(reference: Reference, dynamics: str, seed: int, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--posteriors", default=",".join(REFERENCES))
+    parser.add_argument("--sampler", choices=list(SAMPLERS), default="RNSHMC")
     parser.add_argument("--dynamics", default="hmc,nuts")
     parser.add_argument("--seeds", default="1,2,3,4")
     parser.add_argument("--tune", type=int, default=1000)
@@ -250,6 +283,7 @@ def main() -> None:
     columns = (
         "posterior",
         "split",
+        "sampler",
         "dynamics",
         "seed",
         "max |z| mean",
@@ -270,7 +304,8 @@ def main() -> None:
     )
     for name in args.posteriors.split(","):
         reference = REFERENCES[name]()
-        for dynamics in args.dynamics.split(","):
+        all_dynamics = args.dynamics.split(",") if args.sampler in WITH_DYNAMICS else ["own"]
+        for dynamics in all_dynamics:
             for seed in (int(s) for s in args.seeds.split(",")):
                 row = run(reference, dynamics, seed, args)
                 rows.append(row)

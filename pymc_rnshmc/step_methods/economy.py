@@ -16,7 +16,8 @@ each a plain function here (or a method of :class:`Economy`):
   less than a share of what the surrogate's draws still save against exact NUTS draws;
 - :func:`sampling_verdict`: after the first fit's surrogate has run ``VERDICT_DRAWS`` tuning
   draws, whether it gives more effective draws per second than the exact NUTS draws of the
-  exploration; if not, the chain continues with exact NUTS and says why in one line.
+  exploration, and whether its fit is too poor to trust that estimate where its draws are not
+  much cheaper; if not, the chain continues with exact NUTS and says why in one line.
 
 :class:`Economy` is what a warm-up holds of all this: the costs, its fits' sizes and seconds,
 and the verdict once given. numpy only. The thresholds are named here and were measured with
@@ -76,6 +77,21 @@ surrogate's place wrongly: on the banana (d = 2) the exploration's last 100 NUTS
 0.15 per draw where NUTS's 1000 kept draws give 0.02. The surrogate's own estimate needs no such
 floor: a low one is evidence that it mixes poorly (on non-centred eight schools a floor on both
 kept surrogates with 0.1 effective draws a draw, at 0.03 times NUTS's ESS per second)."""
+VERDICT_FIT_ERROR = 0.15
+"""A surrogate whose held-out gradient error is above this is given up at the verdict, whatever
+the windows' ESS says ...
+"""
+VERDICT_COST_RATIO = 2.0
+"""... unless an exact NUTS draw costs at least this many times one of its draws. Windows of a
+hundred draws can overstate how well a poor surrogate mixes where it misses part of the
+posterior (a funnel's neck, a heavy tail), and with draws no cheaper than NUTS's it has nothing
+else to win by. Measured by forcing each answer on the same chains (``benchmarks/economy.py``,
+"RNSHMC keep" and "RNSHMC give up", 4 seeds; ``docs/benchmarks.md``). Giving up was the better
+answer in all 4 runs of non-centred eight schools: held-out errors 0.22-0.30, surrogate draws
+1.0-2.1 times an exact draw's seconds, ESS per second of the call 0.02-0.56 times NUTS's when
+kept against 0.66-1.04 when given up. It was also better in all 4 runs of the Student-t (errors
+0.16-0.31). The elliptic PDE's fits (errors 0.11-0.13, surrogate draws 3-4 times cheaper) paid
+in 3 of 4 runs."""
 
 
 @dataclass
@@ -197,6 +213,8 @@ class Verdict:
     exact_draws: int
     """Draws behind ``exact_ess``."""
     surrogate_draws: int
+    fit_error: float = np.nan
+    """The surrogate's held-out gradient error (NaN: not known, or a fit to values only)."""
 
     @property
     def exact_cost(self) -> float:
@@ -216,12 +234,26 @@ class Verdict:
         return self.exact_ess * self.exact_draws >= VERDICT_MIN_ESS
 
     @property
+    def poor_fit(self) -> bool:
+        """A fit above ``VERDICT_FIT_ERROR`` whose draws are not ``VERDICT_COST_RATIO`` cheaper."""
+        cheaper = self.exact_seconds >= VERDICT_COST_RATIO * self.surrogate_seconds
+        return bool(self.fit_error > VERDICT_FIT_ERROR) and not cheaper
+
+    @property
     def surrogate_pays(self) -> bool:
-        """Unless reliably measured to cost ``VERDICT_MARGIN`` times exact NUTS's or more."""
+        """Unless a poor fit, or reliably measured to cost ``VERDICT_MARGIN`` times NUTS or more."""
+        if self.poor_fit:
+            return False
         return not self.reliable or self.surrogate_cost <= VERDICT_MARGIN * self.exact_cost
 
     def reason(self) -> str:
         """The measurements, in one sentence's worth of words."""
+        if self.poor_fit:
+            return (
+                f"its fit's held-out gradient error is {100 * self.fit_error:.0f} %, and its "
+                f"draws took {1e3 * self.surrogate_seconds:.3g} ms against exact NUTS's "
+                f"{1e3 * self.exact_seconds:.3g} ms (measured while tuning)"
+            )
         return (
             f"its draws took {1e3 * self.surrogate_seconds:.3g} ms for "
             f"{self.surrogate_ess:.2f} effective draws each, exact NUTS's "
@@ -229,12 +261,15 @@ class Verdict:
         )
 
 
-def sampling_verdict(costs: DrawCosts, exploration: np.ndarray, since_fit: np.ndarray) -> Verdict:
+def sampling_verdict(
+    costs: DrawCosts, exploration: np.ndarray, since_fit: np.ndarray, fit_error: float = np.nan
+) -> Verdict:
     """Seconds per effective draw of the surrogate's draws against the exploration's.
 
     ``exploration`` and ``since_fit`` are the chain's positions ``(n, d)``: its exploration draws
     (the last half is used, where NUTS has adapted) and its draws since the fit. Each window's
-    ESS is taken about the mean and variance of both together.
+    ESS is taken about the mean and variance of both together. ``fit_error``: the surrogate's
+    held-out gradient error.
     """
     half = exploration[len(exploration) // 2 :]
     both = np.concatenate([half, since_fit])
@@ -245,6 +280,7 @@ def sampling_verdict(costs: DrawCosts, exploration: np.ndarray, since_fit: np.nd
         surrogate_ess=effective_draws_per_draw(since_fit, both),
         exact_draws=len(half),
         surrogate_draws=len(since_fit),
+        fit_error=float(fit_error),
     )
 
 
@@ -329,8 +365,11 @@ class Economy:
             and len(self.costs.surrogate) >= VERDICT_DRAWS
         )
 
-    def judge(self, draws: np.ndarray) -> Verdict:
-        """The verdict on the chain's ``draws`` so far ``(n, d)``: exploration against since fit."""
+    def judge(self, draws: np.ndarray, fit_error: float = np.nan) -> Verdict:
+        """The verdict on the chain's ``draws`` so far ``(n, d)``: exploration against since fit.
+
+        ``fit_error``: the current surrogate's held-out gradient error (NaN if not known).
+        """
         exploration, since_fit = draws[: self.first_fit_at], draws[self.fitted_at :]
-        self.verdict = sampling_verdict(self.costs, exploration, since_fit)
+        self.verdict = sampling_verdict(self.costs, exploration, since_fit, fit_error)
         return self.verdict

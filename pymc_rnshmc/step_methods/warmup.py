@@ -667,10 +667,12 @@ class SurrogateWarmup:
     def judge_sampling(self, draws: np.ndarray) -> Verdict:
         """Continue with exact NUTS for good if the surrogate does not pay (one log line).
 
-        ``draws``: the chain's positions so far ``(n, d)``, judged by the economy
+        ``draws``: the chain's positions so far ``(n, d)``, judged by the economy with the
+        surrogate's held-out gradient error
         (:meth:`~pymc_rnshmc.step_methods.economy.Economy.judge`). Once a chain.
         """
-        verdict = self.economy.judge(draws)
+        fit_error = np.nan if self.settings.values_only else held_out_error(self.surrogate)
+        verdict = self.economy.judge(draws, fit_error)
         if not verdict.surrogate_pays:
             self.phase = Phase.EXACT
             self.next_refit = None

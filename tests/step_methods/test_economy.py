@@ -17,7 +17,9 @@ import pytest
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate
 from pymc_rnshmc.step_methods.economy import (
     SETUP_SHARE,
+    VERDICT_COST_RATIO,
     VERDICT_DRAWS,
+    VERDICT_FIT_ERROR,
     VERDICT_MIN_ESS,
     DrawCosts,
     Economy,
@@ -124,6 +126,37 @@ def test_the_verdict_keeps_the_surrogate_when_nuts_estimate_rests_on_too_few_dra
     assert not slow_nuts.reliable and slow_nuts.surrogate_pays
     unknown = Verdict(np.nan, 1.0, 1e-3, 1.0, 100, 100)
     assert unknown.surrogate_pays
+
+
+@pytest.mark.parametrize(
+    ("fit_error", "exact_seconds", "pays"),
+    [
+        (2 * VERDICT_FIT_ERROR, 1e-3, False),  # a poor fit, draws as dear as NUTS's
+        (2 * VERDICT_FIT_ERROR, VERDICT_COST_RATIO * 1e-3, True),  # a poor fit, cheap draws
+        (0.5 * VERDICT_FIT_ERROR, 1e-3, True),  # a good fit
+        (np.nan, 1e-3, True),  # no held-out error known
+    ],
+)
+def test_a_poor_fit_is_given_up_unless_its_draws_are_much_cheaper(fit_error, exact_seconds, pays):
+    # the windows say the surrogate mixes 2.5 times better per draw, on 100 draws each
+    verdict = Verdict(exact_seconds, 0.3, 1e-3, 0.75, 100, 100, fit_error=fit_error)
+    assert verdict.reliable and verdict.surrogate_pays is pays
+    assert verdict.poor_fit is not pays
+    if not pays:
+        assert f"{100 * fit_error:.0f} %" in verdict.reason()
+
+
+def test_the_economy_judges_with_the_fit_error_it_is_given():
+    economy = Economy()
+    for _ in range(200):
+        economy.note_draw(0, 7, 1e-3)
+    economy.surrogate_started(iteration=200)
+    for _ in range(VERDICT_DRAWS):
+        economy.note_draw(1, 0, 1e-3)
+    draws = np.concatenate([ar1(200, 0.0, 2, seed=1), ar1(VERDICT_DRAWS, 0.0, 2, seed=2)])
+    verdict = economy.judge(draws, fit_error=0.3)
+    assert verdict.fit_error == 0.3 and not verdict.surrogate_pays
+    assert np.isnan(Economy().judge(draws).fit_error)
 
 
 def warmup_due_for_a_second_refit(weighs_costs: bool, surrogate_seconds: float):
