@@ -21,11 +21,12 @@ exploring and sampling:
   :class:`~pymc_rnshmc.step_methods.economy.Economy`, fed the chain's measured draws).
 
 The start and refit thresholds are the schedule's (:mod:`~pymc_rnshmc.step_methods.schedule`);
-the collapse and wall rules' are named here. The warm-up never evaluates the model: exact
+the wall rules' are named here, the collapse's in
+:mod:`~pymc_rnshmc.step_methods.collapse_watch`. The warm-up never evaluates the model: exact
 draws come to it (the driver records them), and the kernel asks the driver for the exact
 ``logp`` of its proposals (with the gradient while :attr:`SurrogateWarmup.wants_gradients`).
-numpy only: the configuration's parts (a new surrogate, the correction, a step-size
-adaptation) come in as callables.
+numpy only: the configuration's parts (a new surrogate, the correction, a step-size adaptation)
+come in as callables.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pymc_rnshmc.hmc.kernel import SurrogateKernel
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
+from pymc_rnshmc.step_methods.collapse_watch import COLLAPSE_WINDOW, CollapseWatch
 from pymc_rnshmc.step_methods.dynamics import Dynamics, DynamicsSetting
 from pymc_rnshmc.step_methods.economy import Economy, Verdict
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
@@ -58,10 +60,6 @@ _log = logging.getLogger("pymc.rnshmc")
 
 LEARNING_ENERGY_LIMIT = 20.0
 """Proposals whose exact energy error exceeds this (acceptance below 2e-9) are not learned."""
-COLLAPSE_WINDOW = 50
-"""Surrogate draws of tuning over which the exact acceptance is watched for a collapse."""
-COLLAPSE_ACCEPT = 0.05
-"""Below this mean exact acceptance over ``COLLAPSE_WINDOW`` tuning draws, exact NUTS resumes."""
 WALL_REFIT_GROWTH = 1.1
 """A net draw behind a wall brings a refit once the record has grown by this factor since the
 last fit ..."""
@@ -179,7 +177,7 @@ class SurrogateWarmup:
         self.postponed_until: int | None = None
         self.fitted_rows = (0, 0)
         self.held_out: tuple[np.ndarray, np.ndarray] | None = None
-        self.recent_accept: list[float] = []
+        self.collapse = CollapseWatch()
         self.wall_refits = 0
         self.setup_seconds = 0.0
         self.alone = AloneTuning(settings.tunes_on_surrogate, settings.name)
@@ -500,7 +498,7 @@ class SurrogateWarmup:
         # Dual averaging explores around ten times its initial step; start it at a tenth so it
         # centres on the simulated step size, unless no tuning is left to adapt.
         initial = best.step_size if end_of_tuning else 0.1 * best.step_size
-        self.recent_accept = []
+        self.collapse.restart()
         self.adaptation = host.new_adaptation(initial, settings.surrogate_target_accept)
         self.phase = Phase.SURROGATE
         self.economy.surrogate_started(iteration)
@@ -605,20 +603,16 @@ class SurrogateWarmup:
 
         A poor first fit can make every proposal implausible, so nothing is learned and no refit
         comes (sblrc-blr: a fit with 29 % held-out error, exact acceptance 0 for good). If the
-        mean exact acceptance of ``COLLAPSE_WINDOW`` tuning draws is below ``COLLAPSE_ACCEPT``,
-        the exact explorer resumes until the schedule's next start (``"resume"``); too late in
-        tuning for another start, it goes on to the end (``"exact"``, ``Phase.EXACT``). Only
-        warm-ups that learn watch: a refit of another surrogate (a grid) would not learn
-        anything new.
+        :class:`~pymc_rnshmc.step_methods.collapse_watch.CollapseWatch` reports a window of
+        tuning draws whose mean exact acceptance collapsed, the exact explorer resumes until the
+        schedule's next start (``"resume"``); too late in tuning for another start, it goes on
+        to the end (``"exact"``, ``Phase.EXACT``). Only warm-ups that learn watch: a refit of
+        another surrogate (a grid) would not learn anything new.
         """
         if not self.settings.learns:
             return None
-        self.recent_accept.append(float(accept) if np.isfinite(accept) else 0.0)
-        if len(self.recent_accept) < COLLAPSE_WINDOW:
-            return None
-        mean_accept = float(np.mean(self.recent_accept))
-        self.recent_accept = []
-        if mean_accept >= COLLAPSE_ACCEPT:
+        mean_accept = self.collapse.record(accept)
+        if mean_accept is None:
             return None
         self.next_refit = None
         schedule, name = self.settings.schedule, self.settings.name

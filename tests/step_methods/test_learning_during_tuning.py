@@ -7,10 +7,10 @@ import pytest
 from pymc.step_methods.step_sizes import DualAverageAdaptation
 
 from pymc_rnshmc import RNSHMC, SurrogateWarning
+from pymc_rnshmc.step_methods.collapse_watch import COLLAPSE_WINDOW
 from pymc_rnshmc.step_methods.reporting import ALONE_PHASE
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.tuning_alone import FINAL_EXACT_DRAWS
-from pymc_rnshmc.step_methods.warmup import COLLAPSE_WINDOW
 from tests.checks import TUNE_KNOWN, sample_stat
 from tests.models import correlated_normal
 from tests.step_methods.helpers import (
