@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pymc as pm
@@ -30,6 +31,7 @@ from pymc_rnshmc.step_methods.economy import (
     sampling_verdict,
 )
 from pymc_rnshmc.step_methods.exact_model import ExactModel
+from pymc_rnshmc.step_methods.schedule import Phase
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 from tests.step_methods.helpers import sample_with
 from tests.step_methods.test_warmup import Host, settings
@@ -157,6 +159,22 @@ def test_the_economy_judges_with_the_fit_error_it_is_given():
     verdict = economy.judge(draws, fit_error=0.3)
     assert verdict.fit_error == 0.3 and not verdict.surrogate_pays
     assert np.isnan(Economy().judge(draws).fit_error)
+
+
+@pytest.mark.parametrize(("values_only", "gives_up"), [(False, True), (True, False)])
+def test_the_warmup_judges_a_gradient_fit_by_its_error_and_a_values_fit_without(
+    values_only, gives_up
+):
+    warmup = SurrogateWarmup(settings(values_only=values_only), tune=1000, draws=1000)
+    warmup.surrogate = SimpleNamespace(report=SimpleNamespace(gradient_error=0.3))
+    for _ in range(200):
+        warmup.economy.note_draw(0, 7, 1e-3)
+    warmup.economy.surrogate_started(iteration=200)
+    for _ in range(VERDICT_DRAWS):
+        warmup.economy.note_draw(1, 0, 1e-3)
+    draws = np.concatenate([ar1(200, 0.0, 3, seed=1), ar1(VERDICT_DRAWS, 0.0, 3, seed=2)])
+    verdict = warmup.judge_sampling(draws)
+    assert verdict.poor_fit is gives_up and (warmup.phase == Phase.EXACT) is gives_up
 
 
 def warmup_due_for_a_second_refit(weighs_costs: bool, surrogate_seconds: float):
