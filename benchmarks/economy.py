@@ -148,7 +148,8 @@ def _record_verdict_windows() -> None:
 
     def judge_and_record(warmup, draws):
         economy = warmup.economy
-        accepts = warmup.__dict__.get("accepts", [])[-(len(draws) - economy.fitted_at) :]
+        accepts = warmup.__dict__.get("accepts", [])
+        accepts = accepts[max(len(accepts) - (len(draws) - economy.fitted_at), 0) :]
         economy.judged = (len(draws), economy.first_fit_at, economy.fitted_at)
         economy.judged_accept = float(np.mean(accepts)) if accepts else float("nan")
         economy.judged_error = float(held_out_error(warmup.surrogate))

@@ -6,9 +6,10 @@ Reads the ``economy_*_verdict_arms`` result files of ``benchmarks/economy.py`` (
 and "RNSHMC give up" with the same seeds: one chain up to the verdict, then either answer) and,
 where the arms' runs predate the recording of the fit's held-out error, the matching
 ``economy_*_verdict_accept`` file. For each chain the verdict is recomputed from the windows it
-judged, with the package's :class:`~pymc_rnshmc.step_methods.economy.Verdict`: "before" without
-the fit's error (the rule before ``VERDICT_FIT_ERROR``), "now" with it. Each answer is scored by
-the ESS per second of the call of the arm it picks, over the stronger NUTS run of the seed.
+judged, by the package's :func:`~pymc_rnshmc.step_methods.economy.sampling_verdict`: "before"
+without the fit's error (the rule before ``VERDICT_FIT_ERROR``), "now" with it. Each answer is
+scored by the ESS per second of the call of the arm it picks, over the stronger NUTS run of the
+seed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import numpy as np
 
 from benchmarks.measure import RESULTS
-from pymc_rnshmc.step_methods.economy import Verdict, effective_draws_per_draw
+from pymc_rnshmc.step_methods.economy import Verdict, sampling_verdict
 
 SPLITS = ("tune", "check", "check_again", "heldout", "heldout2", "hierarchical")
 BASELINES = ("NUTS", "NUTS dense")
@@ -44,18 +45,9 @@ def _fit_errors(split: str) -> dict:
 def verdict_of(row: dict, fit_error: float) -> Verdict:
     """The verdict recomputed from a keep row's windows and costs."""
     measured, seen = row["prefit"]["verdict"], row["prefit"]["verdict windows"]
+    seconds = (measured["exact_seconds"], measured["surrogate_seconds"])
     exploration, since_fit = np.asarray(seen["exploration"]), np.asarray(seen["since fit"])
-    half = exploration[len(exploration) // 2 :]
-    both = np.concatenate([half, since_fit])
-    return Verdict(
-        measured["exact_seconds"],
-        effective_draws_per_draw(half, both),
-        measured["surrogate_seconds"],
-        effective_draws_per_draw(since_fit, both),
-        len(half),
-        len(since_fit),
-        fit_error=fit_error,
-    )
+    return sampling_verdict(seconds, exploration, since_fit, fit_error)
 
 
 def chains(split: str) -> list[dict]:

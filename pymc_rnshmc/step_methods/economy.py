@@ -262,10 +262,14 @@ class Verdict:
 
 
 def sampling_verdict(
-    costs: DrawCosts, exploration: np.ndarray, since_fit: np.ndarray, fit_error: float = np.nan
+    seconds: tuple[float, float],
+    exploration: np.ndarray,
+    since_fit: np.ndarray,
+    fit_error: float = np.nan,
 ) -> Verdict:
     """Seconds per effective draw of the surrogate's draws against the exploration's.
 
+    ``seconds`` are an exact NUTS draw's and a surrogate draw's (:class:`DrawCosts`).
     ``exploration`` and ``since_fit`` are the chain's positions ``(n, d)``: its exploration draws
     (the last half is used, where NUTS has adapted) and its draws since the fit. Each window's
     ESS is taken about the mean and variance of both together. ``fit_error``: the surrogate's
@@ -273,10 +277,11 @@ def sampling_verdict(
     """
     half = exploration[len(exploration) // 2 :]
     both = np.concatenate([half, since_fit])
+    exact_seconds, surrogate_seconds = seconds
     return Verdict(
-        exact_seconds=costs.exact_draw_seconds(),
+        exact_seconds=exact_seconds,
         exact_ess=effective_draws_per_draw(half, both),
-        surrogate_seconds=costs.surrogate_draw_seconds(),
+        surrogate_seconds=surrogate_seconds,
         surrogate_ess=effective_draws_per_draw(since_fit, both),
         exact_draws=len(half),
         surrogate_draws=len(since_fit),
@@ -371,5 +376,6 @@ class Economy:
         ``fit_error``: the current surrogate's held-out gradient error (NaN if not known).
         """
         exploration, since_fit = draws[: self.first_fit_at], draws[self.fitted_at :]
-        self.verdict = sampling_verdict(self.costs, exploration, since_fit, fit_error)
+        seconds = (self.costs.exact_draw_seconds(), self.costs.surrogate_draw_seconds())
+        self.verdict = sampling_verdict(seconds, exploration, since_fit, fit_error)
         return self.verdict

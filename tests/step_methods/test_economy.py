@@ -109,7 +109,8 @@ def verdict(surrogate_seconds, surrogate_rho, exact_rho=0.0, exact_seconds=1e-3,
         costs.note_surrogate(surrogate_seconds)
     exploration = ar1(2 * n, exact_rho, 2, seed=3)
     since_fit = ar1(n, surrogate_rho, 2, seed=4)
-    return sampling_verdict(costs, exploration, since_fit)
+    seconds = (costs.exact_draw_seconds(), costs.surrogate_draw_seconds())
+    return sampling_verdict(seconds, exploration, since_fit)
 
 
 def test_the_verdict_keeps_a_surrogate_that_pays_and_gives_up_one_that_does_not():
