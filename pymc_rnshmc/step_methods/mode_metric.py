@@ -43,11 +43,17 @@ from pymc.step_methods.hmc.quadpotential import (
 from pymc.step_methods.state import dataclass_state
 from scipy import linalg
 
-__all__ = ["PRIOR_DRAWS", "WhitenedDiagAdapt"]
+from pymc_rnshmc.surrogates.whitening import Whitening
+
+__all__ = ["MIN_WHITENING_DRAWS", "PRIOR_DRAWS", "WhitenedDiagAdapt"]
 
 PRIOR_DRAWS = 50
 """The Laplace covariance counts as this many draws in each window's variance estimate (about
 as many as PyMC's first window uses)."""
+MIN_WHITENING_DRAWS = 20
+"""Without a Laplace approximation, the draws are whitened by once at least this many are kept
+(their covariance's correlations shrunk by ``(d + 1) / n``, see
+:meth:`~pymc_rnshmc.surrogates.whitening.Whitening.from_positions`)."""
 
 
 @dataclass_state
@@ -55,6 +61,9 @@ class WhitenedDiagAdaptState(QuadPotentialDiagAdaptState):
     _factor: Any = field(default=None)
     _inverse_factor: Any = field(default=None)
     _mode: Any = field(default=None)
+    _from_laplace: bool = field(default=False)
+    _seen: int = field(default=0)
+    _draws: Any = field(default=None)
 
 
 class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
@@ -73,6 +82,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
 
     def __init__(self, *args, **kwargs) -> None:
         self._factor = self._inverse_factor = self._mode = None
+        self._from_laplace, self._seen, self._draws = False, 0, []
         super().__init__(*args, **kwargs)
 
     @classmethod
@@ -109,15 +119,28 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         """
         factor = linalg.cholesky(np.asarray(covariance, dtype=float), lower=True)
         inverse = linalg.solve_triangular(factor, np.eye(len(factor)), lower=True)
+        self._whiten_by(mode, factor, inverse)
+        self._from_laplace, self._draws = True, []
+
+    def reset(self) -> None:
+        """PyMC's reset, and back to its coordinates (and to whitening by the draws)."""
+        super().reset()
+        self._factor = self._inverse_factor = self._mode = None
+        self._from_laplace, self._seen, self._draws = False, 0, []
+
+    def _whiten_by(self, centre: np.ndarray, factor: np.ndarray, inverse: np.ndarray) -> None:
+        """Adapt afresh in the coordinates ``inverse (x - centre)``."""
         super().reset()
         self._factor = factor.astype(self.dtype)
         self._inverse_factor = inverse.astype(self.dtype)
-        self._mode = np.asarray(mode, dtype=self.dtype)
+        self._mode = np.asarray(centre, dtype=self.dtype)
 
-    def reset(self) -> None:
-        """PyMC's reset, and back to its coordinates."""
-        super().reset()
-        self._factor = self._inverse_factor = self._mode = None
+    def _whiten_by_draws(self) -> None:
+        """Whiten by the shrunk covariance of the tuning draws kept so far."""
+        if len(self._draws) < MIN_WHITENING_DRAWS:
+            return
+        whitening = Whitening.from_positions(np.asarray(self._draws))
+        self._whiten_by(whitening.centre, whitening.cholesky_factor, whitening.inverse_factor)
 
     def whiten(self, position: np.ndarray) -> np.ndarray:
         """``L^-1 (x - mode)``."""
@@ -155,10 +178,23 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         return (self._inverse_factor.T @ momentum).astype(self.dtype, copy=False)
 
     def update(self, sample, grad, tune):
-        """PyMC's adaptation, told the whitened draw (and gradient)."""
+        """PyMC's adaptation, told the whitened draw (and gradient).
+
+        Without a Laplace approximation, the tuning draws after PyMC's discarded first ones
+        are kept, and at the end of each of PyMC's windows the coordinates are whitened by
+        their shrunk covariance.
+        """
+        by_draws = tune and not self._from_laplace
+        if by_draws:
+            self._seen += 1
+            if self._seen > self._discard_window:
+                self._draws.append(np.array(sample, dtype=float))
+        window_ends = tune and self._n_samples > 0 and self._n_samples % self.adaptation_window == 0
         if self.whitened:
             sample, grad = self.whiten(sample), self._factor.T @ grad
         super().update(sample, grad, tune)
+        if by_draws and window_ends:
+            self._whiten_by_draws()
 
     def _update_from_weightvar(self, weightvar):
         """The window's variances, shrunk toward the Laplace approximation's (1)."""

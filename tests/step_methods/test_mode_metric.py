@@ -24,14 +24,15 @@ def potential(dtype="float64") -> WhitenedDiagAdapt:
     return metric
 
 
-def test_until_given_a_mode_it_is_pymcs_diagonal_adaptation():
+def test_until_its_first_window_ends_it_is_pymcs_diagonal_adaptation():
     rng = np.random.default_rng(5)
     ours = WhitenedDiagAdapt(3, np.zeros(3), np.ones(3), 10, rng=np.random.default_rng(1))
     pymcs = QuadPotentialDiagAdapt(3, np.zeros(3), np.ones(3), 10, rng=np.random.default_rng(1))
-    for _ in range(250):
+    for _ in range(ours.adaptation_window):
         draw = rng.normal(size=3) * [1.0, 2.0, 3.0]
         ours.update(draw, -draw, tune=True)
         pymcs.update(draw, -draw, tune=True)
+    assert not ours.whitened
     momentum = np.array([0.3, -1.2, 2.0])
     np.testing.assert_array_equal(ours.velocity(momentum), pymcs.velocity(momentum))
     assert ours.energy(momentum) == pymcs.energy(momentum)
@@ -40,6 +41,28 @@ def test_until_given_a_mode_it_is_pymcs_diagonal_adaptation():
     assert ours.whitened
     ours.reset()
     assert not ours.whitened
+
+
+def test_without_a_mode_it_whitens_by_the_draws_at_each_window_end():
+    """Correlated draws: after a few windows the metric is their covariance, not its diagonal."""
+    metric, rng = WhitenedDiagAdapt(3, np.zeros(3), np.ones(3), 10), np.random.default_rng(6)
+    draws = rng.multivariate_normal(MODE, COVARIANCE, size=4 * metric.adaptation_window + 1)
+    for draw in draws:
+        metric.update(draw, np.zeros(3), tune=True)
+    assert metric.whitened
+    np.testing.assert_allclose(metric.covariance(), COVARIANCE, atol=0.25)
+    frozen = metric.covariance()
+    metric.update(draws[0] + 10.0, np.zeros(3), tune=False)
+    np.testing.assert_array_equal(metric.covariance(), frozen)
+
+
+def test_a_laplace_approximation_is_not_replaced_by_the_draws():
+    metric, rng = potential(), np.random.default_rng(6)
+    for draw in rng.normal(size=(4 * metric.adaptation_window, 3)):
+        metric.update(draw, np.zeros(3), tune=True)
+    assert len(metric.sampling_state._draws) == 0
+    scale = np.linalg.eigvals(np.linalg.solve(COVARIANCE, metric.covariance())).real
+    assert np.ptp(scale) > 0.5  # the diagonal adaptation in the Laplace coordinates
 
 
 def test_the_kinetic_energy_is_that_of_the_laplace_covariance():
