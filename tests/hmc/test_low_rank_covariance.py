@@ -1,0 +1,49 @@
+"""The draws' covariance with only the correlations that stand out of noise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pymc_rnshmc.hmc.low_rank_covariance import covariance_beyond_noise, noise_interval
+
+
+def test_independent_coordinates_have_nothing_beyond_noise():
+    """200 draws in 40 independent dimensions: the sample correlations are all noise."""
+    draws = np.random.default_rng(1).normal(size=(200, 40)) * np.linspace(0.1, 10.0, 40)
+    assert covariance_beyond_noise(draws) is None
+
+
+def test_a_strong_correlation_is_kept_and_the_rest_is_diagonal():
+    rng, dim = np.random.default_rng(2), 30
+    scales = np.linspace(0.5, 3.0, dim)
+    correlation = np.eye(dim)
+    correlation[0, 1] = correlation[1, 0] = 0.95
+    truth = scales[:, None] * correlation * scales[None, :]
+    draws = rng.multivariate_normal(np.zeros(dim), truth, size=400)
+    found = covariance_beyond_noise(draws)
+    assert found is not None
+    found_correlation = found / np.sqrt(np.outer(np.diag(found), np.diag(found)))
+    assert found_correlation[0, 1] == pytest.approx(0.95, abs=0.05)
+    unrelated = np.abs(found_correlation[2:, 2:] - np.eye(dim - 2))
+    sample = np.abs(np.corrcoef(draws.T)[2:, 2:] - np.eye(dim - 2))
+    assert unrelated.max() < 0.5 * sample.max()  # the noise is mostly gone
+    np.testing.assert_allclose(np.sqrt(np.diag(found)), scales, rtol=0.15)
+    np.linalg.cholesky(found)
+
+
+def test_a_coordinate_that_never_moved_gets_unit_variance_and_no_correlation():
+    rng = np.random.default_rng(3)
+    first = rng.normal(size=300)
+    draws = np.column_stack([first, first + 0.1 * rng.normal(size=300), np.full(300, 2.0)])
+    found = covariance_beyond_noise(draws)
+    assert found[2, 2] == 1.0
+    np.testing.assert_array_equal(found[2, :2], 0.0)
+    np.linalg.cholesky(found)
+
+
+def test_the_noise_interval_widens_with_the_dimension_and_narrows_with_the_draws():
+    assert noise_interval(100, 100)[0] == 0.0
+    low, high = noise_interval(400, 100)
+    assert (low, high) == pytest.approx((0.25, 2.25))
+    assert noise_interval(4000, 100)[1] < high
