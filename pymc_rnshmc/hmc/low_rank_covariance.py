@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-__all__ = ["covariance_beyond_noise", "noise_interval"]
+__all__ = ["correlation_condition", "covariance_beyond_noise", "noise_interval"]
 
 SMALLEST_EIGENVALUE = 1e-8
 """Kept eigenvalues of the correlation matrix are floored here (a coordinate that is a function
@@ -62,3 +62,14 @@ def covariance_beyond_noise(draws: np.ndarray) -> np.ndarray | None:
     correlation = np.eye(dim)
     correlation[np.ix_(moved, moved)] += (vectors[:, kept] * spikes) @ vectors[:, kept].T
     return scales[:, None] * correlation * scales[None, :]
+
+
+def correlation_condition(covariance: np.ndarray) -> float:
+    """The condition number of ``covariance``'s correlation matrix.
+
+    What a diagonal metric leaves of a Gaussian posterior's spread of scales: NUTS's leapfrog
+    steps per trajectory grow about as its square root.
+    """
+    scales = np.sqrt(np.diag(covariance))
+    eigenvalues = linalg.eigvalsh(covariance / np.outer(scales, scales))
+    return float(eigenvalues[-1] / eigenvalues[0])

@@ -342,7 +342,9 @@ class SurrogateChain(WithSamplingState):
         warmup.economy.note_draw(int(stats["phase"]), gradients, seconds - begun.fitting)
         if warmup.verdict_due:
             if not warmup.judge_sampling(np.asarray(self.log.draws)).surrogate_pays:
-                self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
+                self.explorer.resume(
+                    warmup.tuning_draws_left(self.iter_count), np.asarray(self.log.draws)
+                )
 
     def _choose_logp_function(self) -> None:
         """At the first fit, choose the function that evaluates ``logp`` alone.
@@ -488,7 +490,9 @@ class SurrogateChain(WithSamplingState):
         if self.tune:
             warmup.adapt(adaptation_accept(warmup.surrogate, result))
             if not begun.on_surrogate and warmup.watch_for_collapse(result.accept, self.iter_count):
-                self.explorer.resume(warmup.tuning_draws_left(self.iter_count))
+                self.explorer.resume(
+                    warmup.tuning_draws_left(self.iter_count), np.asarray(self.log.draws)
+                )
         self.cache = result.end
         if not result.end.on_surrogate:
             self.anchor = result.end

@@ -293,8 +293,12 @@ class NUTSExplorer(WithSamplingState):
             variances = np.array(potential.v, dtype=float)
         return variances, None, step_size
 
-    def resume(self, tuning_draws_left: int | None) -> None:
+    def resume(self, tuning_draws_left: int | None, draws: np.ndarray | None = None) -> None:
         """Adapt the step size afresh for exact draws resuming while tuning.
+
+        ``draws``: the chain's positions so far ``(n, d)``. Where no Laplace approximation
+        whitens the metric, and the step size is adapted afresh, they may whiten it
+        (:meth:`~pymc_rnshmc.step_methods.mode_metric.WhitenedDiagAdapt.use_draws`).
 
         A fresh dual averaging from the step size exploration ended with, as Stan restarts it
         after each metric window, unless fewer than ``FRESH_ADAPTATION_DRAWS`` tuning draws
@@ -311,6 +315,10 @@ class NUTSExplorer(WithSamplingState):
         self.nuts.step_adapt = DualAverageAdaptation(
             float(explored.current(False)), self.nuts.target_accept, *self.dual_averaging
         )
+        potential = self.nuts.potential
+        if draws is not None and isinstance(potential, WhitenedDiagAdapt):
+            if not potential.whitened and potential.use_draws(draws):
+                _log.debug("exact NUTS: a metric from the chain's correlated draws")
 
     def step_size(self) -> float:
         """The averaged step size of the exact draws."""
@@ -427,7 +435,7 @@ class RandomWalkExplorer(WithSamplingState):
         """The random walk's chain covariance stands in for NUTS's metric."""
         return None, self.walk.chain_covariance(), self.first_step_size
 
-    def resume(self, tuning_draws_left: int | None) -> None:
+    def resume(self, tuning_draws_left: int | None, draws: np.ndarray | None = None) -> None:
         """Nothing to restart: the random walk adapts as it goes."""
 
     def step_size(self) -> float:

@@ -14,20 +14,20 @@ covariance and ``v`` adapted by PyMC's own diagonal adaptation (its windows and 
 whitened draws ``L^-1 (x - mode)``. Where the Laplace approximation is right, ``v`` stays near 1;
 where it is off in scale, the adaptation corrects it. Each window's estimate is shrunk toward 1
 with the weight of ``PRIOR_DRAWS`` draws, so that the first, short windows do not throw the
-approximation away.
+approximation away. Until a mode is given (and after ``reset``) it is PyMC's diagonal
+adaptation itself, computed by PyMC's own methods.
 
-Where no Laplace approximation is given (the search found no mode, or its importance check
-rejected it), ``L`` comes from the exploration's own draws instead: it is PyMC's diagonal
-adaptation itself (computed by PyMC's own methods) until the end of PyMC's first window, and at
-the end of each window ``L`` becomes the Cholesky factor of the covariance of the tuning draws
-so far (PyMC's discarded first draws left out), with only the correlations that stand out of
-sampling noise (:mod:`~pymc_rnshmc.hmc.low_rank_covariance`; where none do, the metric stays as
-it was). A diagonal metric cannot undo a
-correlated posterior: on the non-centred hierarchical logistic regression with 50 groups
-(d = 56), where the importance check rejects the Laplace approximation, RNSHMC continuing with
-exact NUTS after the verdict reached bulk ESS 46-67 per 1000 draws with the diagonal metric,
-and 347 with this one (PyMC's NUTS with its dense adaptation: 281-304;
-``docs/benchmarks.md``). ``L^-1`` is computed once with the factor:
+Where there is no Laplace approximation (no mode found, or its importance check failed), a
+chain that continues with exact NUTS for good while tuning (the surrogate did not pay) can
+whiten by its own draws instead (:meth:`WhitenedDiagAdapt.use_draws`): their covariance, with
+only the correlations that stand out of sampling noise
+(:mod:`~pymc_rnshmc.hmc.low_rank_covariance`), where these are strong enough to matter. A
+diagonal metric cannot undo a correlated posterior: on the non-centred hierarchical logistic
+regression with 50 groups (d = 56), where the importance check fails, exact NUTS after the
+verdict reached a bulk ESS of 46-67 per 1000 draws with the diagonal metric the exploration had
+adapted (PyMC's NUTS with its dense adaptation: 281-304; ``docs/benchmarks.md``). Whitening
+the exploration itself by its draws was tried and left out: on small curved posteriors (the
+bananas, eight schools) it lost as often as it won. ``L^-1`` is computed once with the factor:
 whitening a draw and drawing a momentum are then products, where SciPy's triangular solve, at
 about 35 microseconds a call for its checks, took a fifth of exact NUTS's draws on cheap
 posteriordb models. The factor, its inverse and the mode are part of its sampling state, so
@@ -55,15 +55,20 @@ from pymc.step_methods.hmc.quadpotential import (
 from pymc.step_methods.state import dataclass_state
 from scipy import linalg
 
-from pymc_rnshmc.hmc.low_rank_covariance import covariance_beyond_noise
+from pymc_rnshmc.hmc.low_rank_covariance import correlation_condition, covariance_beyond_noise
 
-__all__ = ["MIN_WHITENING_DRAWS", "PRIOR_DRAWS", "WhitenedDiagAdapt"]
+__all__ = ["CORRELATED_CONDITION", "PRIOR_DRAWS", "WhitenedDiagAdapt"]
 
 PRIOR_DRAWS = 50
 """The Laplace covariance counts as this many draws in each window's variance estimate (about
 as many as PyMC's first window uses)."""
-MIN_WHITENING_DRAWS = 20
-"""Without a Laplace approximation, the draws are whitened by once at least this many are kept."""
+CORRELATED_CONDITION = 25.0
+"""A chain's draws whiten the metric only where their correlation matrix (beyond noise) has at
+least this condition number: a diagonal metric would leave NUTS about five times the leapfrog
+steps per trajectory (the square root). Below it, a diagonal metric is kept. In the exploration
+draws recorded by the economy study (``benchmarks/economy.py``, 22 posteriors), the curved and
+funnel-shaped posteriors where whitening by the draws lost had condition numbers of 1-13
+(bananas, eight schools, GARCH); the hierarchical regressions had 400-1200."""
 
 
 @dataclass_state
@@ -71,9 +76,6 @@ class WhitenedDiagAdaptState(QuadPotentialDiagAdaptState):
     _factor: Any = field(default=None)
     _inverse_factor: Any = field(default=None)
     _mode: Any = field(default=None)
-    _from_laplace: bool = field(default=False)
-    _seen: int = field(default=0)
-    _draws: Any = field(default=None)
 
 
 class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
@@ -92,7 +94,6 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
 
     def __init__(self, *args, **kwargs) -> None:
         self._factor = self._inverse_factor = self._mode = None
-        self._from_laplace, self._seen, self._draws = False, 0, []
         super().__init__(*args, **kwargs)
 
     @classmethod
@@ -118,7 +119,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
 
     @property
     def whitened(self) -> bool:
-        """Whether the coordinates are whitened (by a Laplace approximation, or by the draws)."""
+        """Whether a mode and covariance are in use."""
         return self._factor is not None
 
     def use_laplace(self, mode: np.ndarray, covariance: np.ndarray) -> None:
@@ -129,41 +130,33 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         """
         factor = linalg.cholesky(np.asarray(covariance, dtype=float), lower=True)
         inverse = linalg.solve_triangular(factor, np.eye(len(factor)), lower=True)
-        self._whiten_by(mode, factor, inverse)
-        self._from_laplace, self._draws = True, []
-
-    def reset(self) -> None:
-        """PyMC's reset, and back to its coordinates (and to whitening by the draws)."""
-        super().reset()
-        self._factor = self._inverse_factor = self._mode = None
-        self._from_laplace, self._seen, self._draws = False, 0, []
-
-    def _whiten_by(self, centre: np.ndarray, factor: np.ndarray, inverse: np.ndarray) -> None:
-        """Adapt afresh in the coordinates ``inverse (x - centre)``."""
         super().reset()
         self._factor = factor.astype(self.dtype)
         self._inverse_factor = inverse.astype(self.dtype)
-        self._mode = np.asarray(centre, dtype=self.dtype)
+        self._mode = np.asarray(mode, dtype=self.dtype)
 
-    def _whiten_by_draws(self) -> None:
-        """Whiten by the covariance of the tuning draws kept so far, where it is not diagonal.
+    def use_draws(self, draws: np.ndarray) -> bool:
+        """Adapt afresh around the mean and covariance of a chain's ``draws`` ``(n, d)``.
 
-        Only correlations that stand out of sampling noise count
-        (:func:`~pymc_rnshmc.hmc.low_rank_covariance.covariance_beyond_noise`); where none do,
-        PyMC's diagonal adaptation goes on as it was.
+        Only if their correlations beyond sampling noise have a condition number of at least
+        ``CORRELATED_CONDITION``; returns whether they did (else nothing changes).
         """
-        if len(self._draws) < MIN_WHITENING_DRAWS:
-            return
-        draws = np.asarray(self._draws)
+        draws = np.asarray(draws, dtype=float)
+        if len(draws) < 2:
+            return False
         covariance = covariance_beyond_noise(draws)
-        if covariance is None:
-            return
+        if covariance is None or correlation_condition(covariance) < CORRELATED_CONDITION:
+            return False
         try:
-            factor = linalg.cholesky(covariance, lower=True)
-        except linalg.LinAlgError:
-            return
-        inverse = linalg.solve_triangular(factor, np.eye(len(factor)), lower=True)
-        self._whiten_by(draws.mean(axis=0), factor, inverse)
+            self.use_laplace(draws.mean(axis=0), covariance)
+        except np.linalg.LinAlgError:
+            return False
+        return True
+
+    def reset(self) -> None:
+        """PyMC's reset, and back to its coordinates."""
+        super().reset()
+        self._factor = self._inverse_factor = self._mode = None
 
     def whiten(self, position: np.ndarray) -> np.ndarray:
         """``L^-1 (x - mode)``."""
@@ -201,23 +194,10 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         return (self._inverse_factor.T @ momentum).astype(self.dtype, copy=False)
 
     def update(self, sample, grad, tune):
-        """PyMC's adaptation, told the whitened draw (and gradient).
-
-        Without a Laplace approximation, the tuning draws after PyMC's discarded first ones
-        are kept, and at the end of each of PyMC's windows the coordinates are whitened by
-        their shrunk covariance.
-        """
-        by_draws = tune and not self._from_laplace
-        if by_draws:
-            self._seen += 1
-            if self._seen > self._discard_window:
-                self._draws.append(np.array(sample, dtype=float))
-        window_ends = tune and self._n_samples > 0 and self._n_samples % self.adaptation_window == 0
+        """PyMC's adaptation, told the whitened draw (and gradient)."""
         if self.whitened:
             sample, grad = self.whiten(sample), self._factor.T @ grad
         super().update(sample, grad, tune)
-        if by_draws and window_ends:
-            self._whiten_by_draws()
 
     def _update_from_weightvar(self, weightvar):
         """The window's variances, shrunk toward the Laplace approximation's (1)."""

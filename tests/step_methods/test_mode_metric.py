@@ -10,7 +10,11 @@ import pytest
 from pymc.step_methods.hmc.quadpotential import QuadPotentialDiagAdapt
 
 from pymc_rnshmc import RNSHMC
-from pymc_rnshmc.step_methods.mode_metric import PRIOR_DRAWS, WhitenedDiagAdapt
+from pymc_rnshmc.step_methods.mode_metric import (
+    CORRELATED_CONDITION,
+    PRIOR_DRAWS,
+    WhitenedDiagAdapt,
+)
 from tests.models import CORRELATED_COVARIANCE, correlated_normal
 
 COVARIANCE = np.array([[2.0, 0.9, 0.1], [0.9, 1.0, -0.3], [0.1, -0.3, 0.5]])
@@ -24,15 +28,14 @@ def potential(dtype="float64") -> WhitenedDiagAdapt:
     return metric
 
 
-def test_until_its_first_window_ends_it_is_pymcs_diagonal_adaptation():
+def test_until_given_a_mode_it_is_pymcs_diagonal_adaptation():
     rng = np.random.default_rng(5)
     ours = WhitenedDiagAdapt(3, np.zeros(3), np.ones(3), 10, rng=np.random.default_rng(1))
     pymcs = QuadPotentialDiagAdapt(3, np.zeros(3), np.ones(3), 10, rng=np.random.default_rng(1))
-    for _ in range(ours.adaptation_window):
+    for _ in range(250):
         draw = rng.normal(size=3) * [1.0, 2.0, 3.0]
         ours.update(draw, -draw, tune=True)
         pymcs.update(draw, -draw, tune=True)
-    assert not ours.whitened
     momentum = np.array([0.3, -1.2, 2.0])
     np.testing.assert_array_equal(ours.velocity(momentum), pymcs.velocity(momentum))
     assert ours.energy(momentum) == pymcs.energy(momentum)
@@ -41,28 +44,6 @@ def test_until_its_first_window_ends_it_is_pymcs_diagonal_adaptation():
     assert ours.whitened
     ours.reset()
     assert not ours.whitened
-
-
-def test_without_a_mode_it_whitens_by_the_draws_at_each_window_end():
-    """Correlated draws: after a few windows the metric is their covariance, not its diagonal."""
-    metric, rng = WhitenedDiagAdapt(3, np.zeros(3), np.ones(3), 10), np.random.default_rng(6)
-    draws = rng.multivariate_normal(MODE, COVARIANCE, size=4 * metric.adaptation_window + 1)
-    for draw in draws:
-        metric.update(draw, np.zeros(3), tune=True)
-    assert metric.whitened
-    np.testing.assert_allclose(metric.covariance(), COVARIANCE, atol=0.25)
-    frozen = metric.covariance()
-    metric.update(draws[0] + 10.0, np.zeros(3), tune=False)
-    np.testing.assert_array_equal(metric.covariance(), frozen)
-
-
-def test_a_laplace_approximation_is_not_replaced_by_the_draws():
-    metric, rng = potential(), np.random.default_rng(6)
-    for draw in rng.normal(size=(4 * metric.adaptation_window, 3)):
-        metric.update(draw, np.zeros(3), tune=True)
-    assert len(metric.sampling_state._draws) == 0
-    scale = np.linalg.eigvals(np.linalg.solve(COVARIANCE, metric.covariance())).real
-    assert np.ptp(scale) > 0.5  # the diagonal adaptation in the Laplace coordinates
 
 
 def test_the_kinetic_energy_is_that_of_the_laplace_covariance():
@@ -115,6 +96,35 @@ def test_a_covariance_that_is_not_positive_definite_raises_and_changes_nothing()
     with pytest.raises(np.linalg.LinAlgError):
         metric.use_laplace(np.zeros(3), -np.eye(3))
     np.testing.assert_array_equal(metric.covariance(), before)
+
+
+def strongly_correlated_draws(n_draws: int = 300, seed: int = 8) -> np.ndarray:
+    """Draws of a 6-d normal with one correlation of 0.99 (condition number about 200)."""
+    covariance = np.eye(6)
+    covariance[0, 1] = covariance[1, 0] = 0.99
+    scales = np.array([1.0, 5.0, 0.1, 2.0, 1.0, 3.0])
+    covariance = scales[:, None] * covariance * scales[None, :]
+    return np.random.default_rng(seed).multivariate_normal(np.ones(6), covariance, size=n_draws)
+
+
+def test_strongly_correlated_draws_whiten_the_metric():
+    metric, draws = WhitenedDiagAdapt(6, np.zeros(6), np.ones(6), 10), strongly_correlated_draws()
+    assert metric.use_draws(draws)
+    assert metric.whitened
+    found = metric.covariance()
+    assert found[0, 1] / np.sqrt(found[0, 0] * found[1, 1]) == pytest.approx(0.99, abs=0.005)
+    np.testing.assert_allclose(np.sqrt(np.diag(found)), np.std(draws, axis=0, ddof=1), rtol=0.01)
+
+
+def test_weakly_correlated_draws_leave_the_diagonal_metric():
+    """Correlations of 0.8 give a condition number of 9, under ``CORRELATED_CONDITION``."""
+    assert CORRELATED_CONDITION > 9.0
+    covariance = np.full((3, 3), 0.8) + 0.2 * np.eye(3)
+    draws = np.random.default_rng(9).multivariate_normal(np.zeros(3), covariance, size=400)
+    metric = WhitenedDiagAdapt(3, np.zeros(3), np.ones(3), 10)
+    assert not metric.use_draws(draws)
+    assert not metric.use_draws(draws[:1])
+    assert not metric.whitened
 
 
 def tuning_stats(model, step, tune: int = 40, seed: int = 7):
@@ -183,6 +193,18 @@ def test_without_a_mode_nuts_explores_as_pymc_s():
     step, stats = first_tuning_draws(neals_funnel())
     assert not step._explorer.nuts.potential.whitened
     assert stats["n_gradient_evals"].values.ravel()[0] > 20  # the search was made and counted
+
+
+def test_exact_nuts_resuming_without_a_mode_whitens_by_correlated_draws_only():
+    step, _ = first_tuning_draws(neals_funnel())
+    explorer, draws = step._explorer, strongly_correlated_draws()[:, :5]
+    explorer.resume(tuning_draws_left=50, draws=draws)  # too few left to adapt afresh
+    assert not explorer.nuts.potential.whitened
+    explorer.resume(tuning_draws_left=400, draws=draws)
+    assert explorer.nuts.potential.whitened
+    whitened = explorer.nuts.potential.covariance()
+    explorer.resume(tuning_draws_left=400, draws=draws[::-1] * 2.0)  # a mode's or draws' stays
+    np.testing.assert_array_equal(explorer.nuts.potential.covariance(), whitened)
 
 
 def test_the_search_starts_from_the_chains_start_and_stays_reproducible():
