@@ -39,6 +39,13 @@ SOURCES = (
         "baselines PyMC NUTS and nutpie low-rank",
     ),
     (
+        "wide_models_hierarchical_fallback",
+        "python -m benchmarks.wide_models --workload hierarchical --dims 50,100,200 "
+        '--samplers "RNSHMC,NUTS dense,nutpie low-rank"',
+        "baselines PyMC NUTS dense and nutpie low-rank; after exact NUTS's metric from the "
+        "chain's draws",
+    ),
+    (
         "wide_models_mcycle_gp",
         "python -m benchmarks.wide_models --workload mcycle_gp",
         "baselines PyMC NUTS diagonal and dense; nutpie diagonal and low-rank never moved",
