@@ -341,10 +341,10 @@ class SurrogateChain(WithSamplingState):
         gradients = int(stats.get("n_gradient_evals", 0))
         warmup.economy.note_draw(int(stats["phase"]), gradients, seconds - begun.fitting)
         if warmup.verdict_due:
-            if not warmup.judge_sampling(np.asarray(self.log.draws)).surrogate_pays:
-                self.explorer.resume(
-                    warmup.tuning_draws_left(self.iter_count), np.asarray(self.log.draws)
-                )
+            draws = np.asarray(self.log.draws)
+            new_metric = self.explorer.takes_metric_from(draws)
+            if not warmup.judge_sampling(draws, new_metric).surrogate_pays:
+                self.explorer.resume(warmup.tuning_draws_left(self.iter_count), draws)
 
     def _choose_logp_function(self) -> None:
         """At the first fit, choose the function that evaluates ``logp`` alone.

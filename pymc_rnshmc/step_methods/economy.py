@@ -215,6 +215,9 @@ class Verdict:
     surrogate_draws: int
     fit_error: float = np.nan
     """The surrogate's held-out gradient error (NaN: not known, or a fit to values only)."""
+    new_metric: bool = False
+    """Whether exact NUTS would continue with a metric from the chain's correlated draws, which
+    the exploration measured here did not have."""
 
     @property
     def exact_cost(self) -> float:
@@ -235,9 +238,13 @@ class Verdict:
 
     @property
     def poor_fit(self) -> bool:
-        """A fit above ``VERDICT_FIT_ERROR`` whose draws are not ``VERDICT_COST_RATIO`` cheaper."""
+        """A fit above ``VERDICT_FIT_ERROR``, unless its draws are ``VERDICT_COST_RATIO`` cheaper.
+
+        Whatever they cost where exact NUTS would take a new metric (:attr:`new_metric`): its
+        exploration then measured a sampler that exact NUTS would not be.
+        """
         cheaper = self.exact_seconds >= VERDICT_COST_RATIO * self.surrogate_seconds
-        return bool(self.fit_error > VERDICT_FIT_ERROR) and not cheaper
+        return bool(self.fit_error > VERDICT_FIT_ERROR) and (self.new_metric or not cheaper)
 
     @property
     def surrogate_pays(self) -> bool:
@@ -248,6 +255,12 @@ class Verdict:
 
     def reason(self) -> str:
         """The measurements, in one sentence's worth of words."""
+        if self.poor_fit and self.new_metric:
+            return (
+                f"its fit's held-out gradient error is {100 * self.fit_error:.0f} %, and the "
+                "chain's draws are correlated enough to give exact NUTS a better metric than the "
+                "one its exploration had"
+            )
         if self.poor_fit:
             return (
                 f"its fit's held-out gradient error is {100 * self.fit_error:.0f} %, and its "
@@ -266,6 +279,7 @@ def sampling_verdict(
     exploration: np.ndarray,
     since_fit: np.ndarray,
     fit_error: float = np.nan,
+    new_metric: bool = False,
 ) -> Verdict:
     """Seconds per effective draw of the surrogate's draws against the exploration's.
 
@@ -286,6 +300,7 @@ def sampling_verdict(
         exact_draws=len(half),
         surrogate_draws=len(since_fit),
         fit_error=float(fit_error),
+        new_metric=bool(new_metric),
     )
 
 
@@ -370,12 +385,15 @@ class Economy:
             and len(self.costs.surrogate) >= VERDICT_DRAWS
         )
 
-    def judge(self, draws: np.ndarray, fit_error: float = np.nan) -> Verdict:
+    def judge(
+        self, draws: np.ndarray, fit_error: float = np.nan, new_metric: bool = False
+    ) -> Verdict:
         """The verdict on the chain's ``draws`` so far ``(n, d)``: exploration against since fit.
 
-        ``fit_error``: the current surrogate's held-out gradient error (NaN if not known).
+        ``fit_error``: the current surrogate's held-out gradient error (NaN if not known);
+        ``new_metric``: whether exact NUTS would continue with a metric from the draws.
         """
         exploration, since_fit = draws[: self.first_fit_at], draws[self.fitted_at :]
         seconds = (self.costs.exact_draw_seconds(), self.costs.surrogate_draw_seconds())
-        self.verdict = sampling_verdict(seconds, exploration, since_fit, fit_error)
+        self.verdict = sampling_verdict(seconds, exploration, since_fit, fit_error, new_metric)
         return self.verdict

@@ -315,10 +315,27 @@ class NUTSExplorer(WithSamplingState):
         self.nuts.step_adapt = DualAverageAdaptation(
             float(explored.current(False)), self.nuts.target_accept, *self.dual_averaging
         )
-        potential = self.nuts.potential
-        if draws is not None and isinstance(potential, WhitenedDiagAdapt):
-            if not potential.whitened and potential.use_draws(draws):
+        if draws is not None and self._draws_may_set_metric():
+            if self.nuts.potential.use_draws(draws):
                 _log.debug("exact NUTS: a metric from the chain's correlated draws")
+
+    def _draws_may_set_metric(self) -> bool:
+        """Whether the metric is PyMC's diagonal one or from draws (not the user's or a mode's)."""
+        potential = self.nuts.potential
+        if not isinstance(potential, WhitenedDiagAdapt):
+            return False
+        return potential.from_draws or not potential.whitened
+
+    def takes_metric_from(self, draws: np.ndarray) -> bool:
+        """Whether exact NUTS has, or would have on resuming, a metric from the chain's draws.
+
+        ``draws``: the chain's positions so far ``(n, d)``. Such a metric is one the exploration
+        before the first fit did not have.
+        """
+        if not self._draws_may_set_metric():
+            return False
+        potential = self.nuts.potential
+        return potential.from_draws or potential.metric_from_draws(draws) is not None
 
     def step_size(self) -> float:
         """The averaged step size of the exact draws."""
@@ -437,6 +454,10 @@ class RandomWalkExplorer(WithSamplingState):
 
     def resume(self, tuning_draws_left: int | None, draws: np.ndarray | None = None) -> None:
         """Nothing to restart: the random walk adapts as it goes."""
+
+    def takes_metric_from(self, draws: np.ndarray) -> bool:
+        """Never: the random walk's covariance adapts as it goes."""
+        return False
 
     def step_size(self) -> float:
         return self.walk.scale

@@ -76,6 +76,7 @@ class WhitenedDiagAdaptState(QuadPotentialDiagAdaptState):
     _factor: Any = field(default=None)
     _inverse_factor: Any = field(default=None)
     _mode: Any = field(default=None)
+    _from_draws: bool = field(default=False)
 
 
 class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
@@ -94,6 +95,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
 
     def __init__(self, *args, **kwargs) -> None:
         self._factor = self._inverse_factor = self._mode = None
+        self._from_draws = False
         super().__init__(*args, **kwargs)
 
     @classmethod
@@ -122,6 +124,11 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         """Whether a mode and covariance are in use."""
         return self._factor is not None
 
+    @property
+    def from_draws(self) -> bool:
+        """Whether the covariance in use came from a chain's draws (:meth:`use_draws`)."""
+        return self._from_draws
+
     def use_laplace(self, mode: np.ndarray, covariance: np.ndarray) -> None:
         """Adapt afresh around ``mode`` and ``covariance``.
 
@@ -134,29 +141,44 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         self._factor = factor.astype(self.dtype)
         self._inverse_factor = inverse.astype(self.dtype)
         self._mode = np.asarray(mode, dtype=self.dtype)
+        self._from_draws = False
+
+    @staticmethod
+    def metric_from_draws(draws: np.ndarray) -> np.ndarray | None:
+        """The covariance a chain's ``draws`` ``(n, d)`` would whiten by (``None``: they would not).
+
+        Their correlations beyond sampling noise, if these have a condition number of at least
+        ``CORRELATED_CONDITION``.
+        """
+        draws = np.asarray(draws, dtype=float)
+        if len(draws) < 2:
+            return None
+        covariance = covariance_beyond_noise(draws)
+        if covariance is None or correlation_condition(covariance) < CORRELATED_CONDITION:
+            return None
+        return covariance
 
     def use_draws(self, draws: np.ndarray) -> bool:
         """Adapt afresh around the mean and covariance of a chain's ``draws`` ``(n, d)``.
 
-        Only if their correlations beyond sampling noise have a condition number of at least
-        ``CORRELATED_CONDITION``; returns whether they did (else nothing changes).
+        Only where :meth:`metric_from_draws` gives a covariance; returns whether they did (else
+        nothing changes).
         """
-        draws = np.asarray(draws, dtype=float)
-        if len(draws) < 2:
-            return False
-        covariance = covariance_beyond_noise(draws)
-        if covariance is None or correlation_condition(covariance) < CORRELATED_CONDITION:
+        covariance = self.metric_from_draws(draws)
+        if covariance is None:
             return False
         try:
-            self.use_laplace(draws.mean(axis=0), covariance)
+            self.use_laplace(np.mean(draws, axis=0), covariance)
         except np.linalg.LinAlgError:
             return False
+        self._from_draws = True
         return True
 
     def reset(self) -> None:
         """PyMC's reset, and back to its coordinates."""
         super().reset()
         self._factor = self._inverse_factor = self._mode = None
+        self._from_draws = False
 
     def whiten(self, position: np.ndarray) -> np.ndarray:
         """``L^-1 (x - mode)``."""

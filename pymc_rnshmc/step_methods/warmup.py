@@ -658,15 +658,16 @@ class SurrogateWarmup:
         """Whether the first surrogate has made enough tuning draws to judge what it pays."""
         return self.phase == Phase.SURROGATE and self.economy.verdict_due
 
-    def judge_sampling(self, draws: np.ndarray) -> Verdict:
+    def judge_sampling(self, draws: np.ndarray, new_metric: bool = False) -> Verdict:
         """Continue with exact NUTS for good if the surrogate does not pay (one log line).
 
         ``draws``: the chain's positions so far ``(n, d)``, judged by the economy with the
         surrogate's held-out gradient error
-        (:meth:`~pymc_rnshmc.step_methods.economy.Economy.judge`). Once a chain.
+        (:meth:`~pymc_rnshmc.step_methods.economy.Economy.judge`); ``new_metric``: whether
+        exact NUTS would continue with a metric from these draws. Once a chain.
         """
         fit_error = np.nan if self.settings.values_only else held_out_error(self.surrogate)
-        verdict = self.economy.judge(draws, fit_error)
+        verdict = self.economy.judge(draws, fit_error, new_metric)
         if not verdict.surrogate_pays:
             self.phase = Phase.EXACT
             self.next_refit = None

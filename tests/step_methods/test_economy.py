@@ -7,6 +7,7 @@ line, and the draws stay exact.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from types import SimpleNamespace
@@ -147,6 +148,17 @@ def test_a_poor_fit_is_given_up_unless_its_draws_are_much_cheaper(fit_error, exa
     assert verdict.poor_fit is not pays
     if not pays:
         assert f"{100 * fit_error:.0f} %" in verdict.reason()
+
+
+@pytest.mark.parametrize("fit_error", [2 * VERDICT_FIT_ERROR, 0.5 * VERDICT_FIT_ERROR])
+def test_a_poor_fit_is_given_up_whatever_it_costs_where_exact_nuts_takes_a_new_metric(fit_error):
+    """The exploration measured a diagonal metric that exact NUTS would no longer have."""
+    cheap = Verdict(10 * VERDICT_COST_RATIO * 1e-3, 0.3, 1e-3, 0.75, 100, 100, fit_error, True)
+    poor = fit_error > VERDICT_FIT_ERROR
+    assert cheap.poor_fit is poor and cheap.surrogate_pays is not poor
+    assert not dataclasses.replace(cheap, new_metric=False).poor_fit  # its draws are cheap
+    if poor:
+        assert "better metric" in cheap.reason()
 
 
 def test_the_economy_judges_with_the_fit_error_it_is_given():

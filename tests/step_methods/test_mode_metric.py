@@ -198,13 +198,28 @@ def test_without_a_mode_nuts_explores_as_pymc_s():
 def test_exact_nuts_resuming_without_a_mode_whitens_by_correlated_draws_only():
     step, _ = first_tuning_draws(neals_funnel())
     explorer, draws = step._explorer, strongly_correlated_draws()[:, :5]
+    assert explorer.takes_metric_from(draws)
+    assert not explorer.takes_metric_from(np.random.default_rng(1).normal(size=(300, 5)))
     explorer.resume(tuning_draws_left=50, draws=draws)  # too few left to adapt afresh
     assert not explorer.nuts.potential.whitened
     explorer.resume(tuning_draws_left=400, draws=draws)
-    assert explorer.nuts.potential.whitened
-    whitened = explorer.nuts.potential.covariance()
-    explorer.resume(tuning_draws_left=400, draws=draws[::-1] * 2.0)  # a mode's or draws' stays
-    np.testing.assert_array_equal(explorer.nuts.potential.covariance(), whitened)
+    potential = explorer.nuts.potential
+    assert potential.whitened and potential.from_draws
+    assert explorer.takes_metric_from(draws[:0])  # it has one now, whatever the draws
+    explorer.resume(tuning_draws_left=400, draws=2.0 * draws)  # a later resume: the new draws
+    refreshed, sample = potential.covariance(), 4.0 * np.cov(draws.T)
+    np.testing.assert_allclose(np.diag(refreshed), np.diag(sample), rtol=0.05)
+    assert refreshed[0, 1] == pytest.approx(sample[0, 1], rel=0.05)
+
+
+def test_a_modes_metric_is_not_replaced_by_the_draws():
+    step, _ = first_tuning_draws(correlated_normal())
+    explorer = step._explorer
+    laplace = explorer.nuts.potential.covariance()
+    draws = np.random.default_rng(2).multivariate_normal([0.0, 0.0], [[1, 0.999], [0.999, 1]], 300)
+    assert not explorer.takes_metric_from(draws)
+    explorer.resume(tuning_draws_left=400, draws=draws)
+    np.testing.assert_array_equal(explorer.nuts.potential.covariance(), laplace)
 
 
 def test_the_search_starts_from_the_chains_start_and_stays_reproducible():
