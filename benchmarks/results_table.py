@@ -46,6 +46,12 @@ SOURCES = (
         "chain's draws",
     ),
     (
+        "wide_models_hierarchical_verdict",
+        "python -m benchmarks.wide_models --workload hierarchical --dims 50 "
+        '--samplers "RNSHMC,NUTS dense,nutpie low-rank"',
+        "baselines PyMC NUTS dense and nutpie low-rank; after the verdict's rule for a new metric",
+    ),
+    (
         "wide_models_mcycle_gp",
         "python -m benchmarks.wide_models --workload mcycle_gp",
         "baselines PyMC NUTS diagonal and dense; nutpie diagonal and low-rank never moved",
