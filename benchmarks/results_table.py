@@ -273,16 +273,25 @@ HEADER = (
 
 def table() -> str:
     """The markdown table, one row per workload and width, with its source and date."""
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    commands = []
+    rows, commands = [], []
     loaded = [(name, command, note, *load(name)) for name, command, note in SOURCES]
     for index, (name, command, note, runs, date) in enumerate(loaded):
         later_runs = (run for *_, runs_of_file, _ in loaded[index + 1 :] for run in runs_of_file)
         newer = {(run.workload, run.d) for run in later_runs}
         for row in rows_of([run for run in runs if (run.workload, run.d) not in newer]):
-            lines.append("| " + " | ".join([*row, f"`{name}` ({date})"]) + " |")
+            rows.append([*row, f"`{name}` ({date})"])
         commands.append(f"- `{name}`: `{command}`" + (f" ({note})" if note else ""))
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(row) + " |" for row in _by_workload_and_width(rows)]
     return "\n".join([*lines, "", *commands]) + "\n"
+
+
+def _by_workload_and_width(rows: list[list[str]]) -> list[list[str]]:
+    """Rows of a workload together (in order of its first row), each workload's by width."""
+    first = {}
+    for row in rows:
+        first.setdefault(row[0], len(first))
+    return sorted(rows, key=lambda row: (first[row[0]], int(row[1]) if row[1].isdigit() else 0))
 
 
 def block() -> str:

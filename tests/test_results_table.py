@@ -73,7 +73,7 @@ def test_a_later_file_replaces_the_rows_of_its_workloads_and_widths(monkeypatch)
         if line.startswith("| a") or line.startswith("| b")
     ]
     assert [(row.split(" | ")[0:2], row.split(" | ")[-1]) for row in rows] == [
+        (["| a", "3"], "`new` (today) |"),  # a workload's rows together, by width
         (["| a", "5"], "`old` (today) |"),
         (["| b", "-"], "`old` (today) |"),
-        (["| a", "3"], "`new` (today) |"),
     ]
