@@ -43,14 +43,25 @@ def noise_interval(n_draws: int, dim: int) -> tuple[float, float]:
 def covariance_beyond_noise(draws: np.ndarray) -> np.ndarray | None:
     """The draws' covariance with the correlations that stand out of noise (``None``: none do).
 
-    ``draws``: one chain's positions ``(n, d)``, ``n >= 2``. A coordinate that never moved gets
-    unit variance and no correlation.
+    ``draws``: one chain's positions ``(n, d)``. A coordinate that never moved gets unit
+    variance and no correlation. ``None`` also where the draws are not all finite, or not more
+    than the coordinates that moved (the correlation matrix is then singular, and the noise
+    interval has no lower edge).
+
+    The interval is that of independent draws. A chain's draws are autocorrelated, so fewer
+    count and noise spreads wider: in 56 dimensions, 400 draws of independent AR(1) coordinates
+    with autocorrelation 0.9 kept noise directions in 20 of 20 seeds, with correlation condition
+    numbers up to 60.
     """
     draws = np.asarray(draws, dtype=float)
     n_draws, dim = draws.shape
+    if not np.all(np.isfinite(draws)):
+        return None
     deviations = draws - draws.mean(axis=0)
-    scales = np.sqrt(np.sum(deviations**2, axis=0) / (n_draws - 1))
+    scales = np.sqrt(np.sum(deviations**2, axis=0) / max(n_draws - 1, 1))
     moved = scales > 0.0
+    if np.sum(moved) >= n_draws:
+        return None
     scales[~moved] = 1.0
     standard = deviations[:, moved] / scales[moved]
     eigenvalues, vectors = linalg.eigh(standard.T @ standard / (n_draws - 1))
@@ -58,9 +69,9 @@ def covariance_beyond_noise(draws: np.ndarray) -> np.ndarray | None:
     kept = (eigenvalues > high) | (eigenvalues < low)
     if not np.any(kept):
         return None
-    spikes = np.maximum(eigenvalues[kept], SMALLEST_EIGENVALUE) - 1.0
+    excess = np.maximum(eigenvalues[kept], SMALLEST_EIGENVALUE) - 1.0
     correlation = np.eye(dim)
-    correlation[np.ix_(moved, moved)] += (vectors[:, kept] * spikes) @ vectors[:, kept].T
+    correlation[np.ix_(moved, moved)] += (vectors[:, kept] * excess) @ vectors[:, kept].T
     return scales[:, None] * correlation * scales[None, :]
 
 

@@ -341,10 +341,10 @@ class SurrogateChain(WithSamplingState):
         gradients = int(stats.get("n_gradient_evals", 0))
         warmup.economy.note_draw(int(stats["phase"]), gradients, seconds - begun.fitting)
         if warmup.verdict_due:
-            draws = np.asarray(self.log.draws)
-            new_metric = self.explorer.takes_metric_from(draws)
+            draws, left = np.asarray(self.log.draws), warmup.tuning_draws_left(self.iter_count)
+            new_metric = self.explorer.takes_metric_from(draws, left)
             if not warmup.judge_sampling(draws, new_metric).surrogate_pays:
-                self.explorer.resume(warmup.tuning_draws_left(self.iter_count), draws)
+                self.explorer.resume(left, draws)
 
     def _choose_logp_function(self) -> None:
         """At the first fit, choose the function that evaluates ``logp`` alone.

@@ -326,16 +326,21 @@ class NUTSExplorer(WithSamplingState):
             return False
         return potential.from_draws or not potential.whitened
 
-    def takes_metric_from(self, draws: np.ndarray) -> bool:
+    def takes_metric_from(self, draws: np.ndarray, tuning_draws_left: int | None) -> bool:
         """Whether exact NUTS has, or would have on resuming, a metric from the chain's draws.
 
-        ``draws``: the chain's positions so far ``(n, d)``. Such a metric is one the exploration
-        before the first fit did not have.
+        ``draws``: the chain's positions so far ``(n, d)``; ``tuning_draws_left`` as for
+        :meth:`resume`, which takes a metric only where it adapts afresh. Such a metric is one
+        the exploration before the first fit did not have.
         """
         if not self._draws_may_set_metric():
             return False
         potential = self.nuts.potential
-        return potential.from_draws or potential.metric_from_draws(draws) is not None
+        if potential.from_draws:
+            return True
+        if tuning_draws_left is not None and tuning_draws_left < FRESH_ADAPTATION_DRAWS:
+            return False
+        return potential.metric_from_draws(draws) is not None
 
     def step_size(self) -> float:
         """The averaged step size of the exact draws."""
@@ -455,7 +460,7 @@ class RandomWalkExplorer(WithSamplingState):
     def resume(self, tuning_draws_left: int | None, draws: np.ndarray | None = None) -> None:
         """Nothing to restart: the random walk adapts as it goes."""
 
-    def takes_metric_from(self, draws: np.ndarray) -> bool:
+    def takes_metric_from(self, draws: np.ndarray, tuning_draws_left: int | None) -> bool:
         """Never: the random walk's covariance adapts as it goes."""
         return False
 

@@ -18,8 +18,9 @@ approximation away. Until a mode is given (and after ``reset``) it is PyMC's dia
 adaptation itself, computed by PyMC's own methods.
 
 Where there is no Laplace approximation (no mode found, or its importance check failed), a
-chain that continues with exact NUTS for good while tuning (the surrogate did not pay) can
-whiten by its own draws instead (:meth:`WhitenedDiagAdapt.use_draws`): their covariance, with
+chain whose exact NUTS resumes while tuning (the surrogate did not pay, or the collapse watch
+resumed exact draws until a refit, whose dynamics then take this metric too) can whiten by its
+own draws instead (:meth:`WhitenedDiagAdapt.use_draws`): their covariance, with
 only the correlations that stand out of sampling noise
 (:mod:`~pymc_rnshmc.hmc.low_rank_covariance`), where these are strong enough to matter. A
 diagonal metric cannot undo a correlated posterior: on the non-centred hierarchical logistic
@@ -143,14 +144,13 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         self._mode = np.asarray(mode, dtype=self.dtype)
         self._from_draws = False
 
-    @staticmethod
-    def metric_from_draws(draws: np.ndarray) -> np.ndarray | None:
+    def metric_from_draws(self, draws: np.ndarray) -> np.ndarray | None:
         """The covariance a chain's ``draws`` ``(n, d)`` would whiten by (``None``: they would not).
 
-        Their correlations beyond sampling noise, if these have a condition number of at least
-        ``CORRELATED_CONDITION``.
+        Their correlations beyond sampling noise, PyMC's discarded first draws left out, if
+        these have a condition number of at least ``CORRELATED_CONDITION``.
         """
-        draws = np.asarray(draws, dtype=float)
+        draws = np.asarray(draws, dtype=float)[self._discard_window :]
         if len(draws) < 2:
             return None
         covariance = covariance_beyond_noise(draws)
@@ -168,7 +168,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         if covariance is None:
             return False
         try:
-            self.use_laplace(np.mean(draws, axis=0), covariance)
+            self.use_laplace(np.mean(draws[self._discard_window :], axis=0), covariance)
         except np.linalg.LinAlgError:
             return False
         self._from_draws = True

@@ -47,3 +47,12 @@ def test_the_noise_interval_widens_with_the_dimension_and_narrows_with_the_draws
     low, high = noise_interval(400, 100)
     assert (low, high) == pytest.approx((0.25, 2.25))
     assert noise_interval(4000, 100)[1] < high
+
+
+def test_no_more_draws_than_moving_coordinates_or_a_non_finite_draw_give_none():
+    rng = np.random.default_rng(4)
+    assert covariance_beyond_noise(rng.normal(size=(50, 100))) is None
+    draws = rng.multivariate_normal(np.zeros(2), [[1.0, 0.99], [0.99, 1.0]], size=200)
+    assert covariance_beyond_noise(draws) is not None
+    draws[7, 0] = np.inf
+    assert covariance_beyond_noise(draws) is None
