@@ -98,7 +98,7 @@ Where exact NUTS would continue with a metric from the chain's correlated draws
 ESS then measured a diagonal metric that exact NUTS no longer has. On the non-centred
 hierarchical logistic regression with 50 groups (errors 0.21-0.35), the surrogate's draws were
 7-10 times cheaper and were kept, at 0.04-0.14 times the ESS per second of PyMC's dense NUTS;
-given up, 0.74-0.86 (``economy_verdict_new_metric2``)."""
+given up, 1.06-1.26 (``economy_verdict_new_metric3``)."""
 
 
 @dataclass
