@@ -146,15 +146,15 @@ def _record_verdict_windows() -> None:
         warmup.__dict__.setdefault("accepts", []).append(float(accept))
         return watch(warmup, accept, iteration)
 
-    def judge_and_record(warmup, draws, new_metric=False):
+    def judge_and_record(warmup, draws, *new_metric):  # none for an older tree's warm-up
         economy = warmup.economy
         accepts = warmup.__dict__.get("accepts", [])
         accepts = accepts[max(len(accepts) - (len(draws) - economy.fitted_at), 0) :]
         economy.judged = (len(draws), economy.first_fit_at, economy.fitted_at)
         economy.judged_accept = float(np.mean(accepts)) if accepts else float("nan")
         economy.judged_error = float(held_out_error(warmup.surrogate))
-        economy.judged_new_metric = bool(new_metric)
-        return judge(warmup, draws, new_metric)
+        economy.judged_new_metric = bool(new_metric and new_metric[0])
+        return judge(warmup, draws, *new_metric)
 
     SurrogateWarmup.watch_for_collapse = watch_and_record
     SurrogateWarmup.judge_sampling = judge_and_record

@@ -309,7 +309,7 @@ class NUTSExplorer(WithSamplingState):
         in 3 and 4, and their 90 % intervals of ``v`` were about (-3.5, 3.5) (exact: +-4.93).
         """
         explored = self.nuts.step_adapt
-        if tuning_draws_left is not None and tuning_draws_left < FRESH_ADAPTATION_DRAWS:
+        if not _adapts_afresh(tuning_draws_left):
             self.nuts.step_adapt = copy.deepcopy(explored)
             return
         self.nuts.step_adapt = DualAverageAdaptation(
@@ -338,9 +338,7 @@ class NUTSExplorer(WithSamplingState):
         potential = self.nuts.potential
         if potential.from_draws:
             return True
-        if tuning_draws_left is not None and tuning_draws_left < FRESH_ADAPTATION_DRAWS:
-            return False
-        return potential.metric_from_draws(draws) is not None
+        return _adapts_afresh(tuning_draws_left) and potential.metric_from_draws(draws) is not None
 
     def step_size(self) -> float:
         """The averaged step size of the exact draws."""
@@ -353,6 +351,11 @@ class NUTSExplorer(WithSamplingState):
 
     def stop_tuning(self) -> None:
         self.nuts.stop_tuning()
+
+
+def _adapts_afresh(tuning_draws_left: int | None) -> bool:
+    """Whether exact NUTS resuming now adapts afresh (PyMC 5 does not say: it does)."""
+    return tuning_draws_left is None or tuning_draws_left >= FRESH_ADAPTATION_DRAWS
 
 
 @dataclass_state

@@ -150,13 +150,17 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         Their correlations beyond sampling noise, PyMC's discarded first draws left out, if
         these have a condition number of at least ``CORRELATED_CONDITION``.
         """
-        draws = np.asarray(draws, dtype=float)[self._discard_window :]
+        draws = self._settled(draws)
         if len(draws) < 2:
             return None
         covariance = covariance_beyond_noise(draws)
         if covariance is None or correlation_condition(covariance) < CORRELATED_CONDITION:
             return None
         return covariance
+
+    def _settled(self, draws: np.ndarray) -> np.ndarray:
+        """A chain's draws without PyMC's discarded first ones."""
+        return np.asarray(draws, dtype=float)[self._discard_window :]
 
     def use_draws(self, draws: np.ndarray) -> bool:
         """Adapt afresh around the mean and covariance of a chain's ``draws`` ``(n, d)``.
@@ -168,7 +172,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         if covariance is None:
             return False
         try:
-            self.use_laplace(np.mean(draws[self._discard_window :], axis=0), covariance)
+            self.use_laplace(np.mean(self._settled(draws), axis=0), covariance)
         except np.linalg.LinAlgError:
             return False
         self._from_draws = True
