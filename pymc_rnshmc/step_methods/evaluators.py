@@ -52,6 +52,7 @@ __all__ = [
     "Evaluator",
     "InProcessEvaluator",
     "ProcessEvaluator",
+    "Streaming",
 ]
 
 Request = tuple[Any, np.ndarray, bool]
@@ -71,6 +72,30 @@ class Evaluator(Protocol):
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]: ...
 
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]: ...
+
+
+class Streaming(Protocol):
+    """An evaluator whose tasks can also be sent and waited for one at a time.
+
+    After tuning, pooled chains do not wait for each other
+    (:mod:`~pymc_rnshmc.step_methods.kept_stream`): each chain's next task is sent as soon as
+    its last is back.
+    """
+
+    def submit(self, function: Callable, *args) -> Any:
+        """``function(token, *args)`` on a worker that holds the sampler; a future."""
+        ...
+
+    def first_done(self, futures: set) -> set:
+        """Wait until at least one of ``futures`` is done; those that are."""
+        ...
+
+    def recover(self, error: BaseException, attempt: int) -> bool:
+        """Whether the tasks lost to ``error`` may be sent again (the evaluator made ready).
+
+        ``attempt`` counts the losses in a row (no task came back in between), from 1.
+        """
+        ...
 
 
 class InProcessEvaluator:
@@ -122,45 +147,55 @@ def _results(futures: list) -> list:
     return [future.result() for future in futures]
 
 
+def send_draw(submit, request: DrawRequest):
+    """Send one explorer's draw (its explorer and generator states go with it); a future."""
+    chain, q0, start, tune, rng = request
+    state = chain.explorer.sampling_state
+    return submit(_draw_in_worker, state, rng.bit_generator.state, q0, start, tune)
+
+
+def take_draw(request: DrawRequest, result) -> ExactDraw:
+    """The draw sent for ``request``: its chain takes back its advanced explorer and generator."""
+    chain, _, _, _, rng = request
+    draw, explorer_state, rng_state, (count, first) = result
+    chain.explorer.sampling_state = explorer_state
+    rng.bit_generator.state = rng_state
+    chain.explorer.share_rng(rng)
+    chain.exact_model.failures.add(count, first)
+    return draw
+
+
+def send_evaluation(submit, request: Request):
+    """Send one exact evaluation; a future."""
+    _, position, gradient = request
+    return submit(_evaluate_in_worker, np.asarray(position), gradient)
+
+
+def take_evaluation(request: Request, result) -> Evaluation:
+    """The evaluation sent for ``request``, its failures counted on the chain's exact model."""
+    evaluation, (count, first) = result
+    request[0].failures.add(count, first)
+    return evaluation
+
+
 def explore_with(submit, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
     """The explorers' draws, each sent with ``submit(function, *args) -> future``.
 
-    Each request ships the chain's explorer state and generator state; the chain takes both
-    back advanced, and counts the failures of its draw. The chains are updated only once every
-    result is back: a batch that fails midway leaves them as they were, ready to resubmit.
+    The chains are updated only once every result is back: a batch that fails midway leaves
+    them as they were, ready to resubmit.
     """
-    futures = [
-        submit(
-            _draw_in_worker, chain.explorer.sampling_state, rng.bit_generator.state, q0, start, tune
-        )
-        for chain, q0, start, tune, rng in requests
-    ]
-    draws = []
-    for (chain, _, _, _, rng), result in zip(requests, _results(futures)):
-        draw, explorer_state, rng_state, (count, first) = result
-        chain.explorer.sampling_state = explorer_state
-        rng.bit_generator.state = rng_state
-        chain.explorer.share_rng(rng)
-        chain.exact_model.failures.add(count, first)
-        draws.append(draw)
-    return draws
+    futures = [send_draw(submit, request) for request in requests]
+    return [take_draw(*pair) for pair in zip(requests, _results(futures))]
 
 
 def evaluate_with(submit, requests: Sequence[Request]) -> list[Evaluation]:
     """The exact evaluations, each sent with ``submit``; failures counted on each chain.
 
-    As in :func:`explore_with`, failures are counted only once every result is back.
+    As in :func:`explore_with`, failures are counted only once every result is back (a
+    ``ModelEvaluationError`` re-raises before any chain is touched).
     """
-    futures = [
-        submit(_evaluate_in_worker, np.asarray(position), gradient)
-        for _, position, gradient in requests
-    ]
-    evaluations = []
-    # a ModelEvaluationError re-raises here, before any chain is touched
-    for (exact_model, _, _), (evaluation, (count, first)) in zip(requests, _results(futures)):
-        exact_model.failures.add(count, first)
-        evaluations.append(evaluation)
-    return evaluations
+    futures = [send_evaluation(submit, request) for request in requests]
+    return [take_evaluation(*pair) for pair in zip(requests, _results(futures))]
 
 
 class ProcessEvaluator:
@@ -176,7 +211,9 @@ class ProcessEvaluator:
         milliseconds or more.
     restarts : int
         Times a batch is resubmitted to a new pool when a worker process dies during it (the
-        standard library's pool is then broken for good); ``0`` fails at the first death.
+        standard library's pool is then broken for good); ``0`` fails at the first death. For
+        the kept draws, which are sent one task per chain rather than in batches, the times in
+        a row with no task back in between.
 
     Raises
     ------
@@ -239,16 +276,17 @@ class ProcessEvaluator:
                 broken = error
             self._discard_broken_pool()
             if restart < self.restarts:
-                self._warn_restart(restart + 1, size)
+                self._warn_restart(restart + 1, f"a batch of {size} exact evaluations")
                 self._open_pool()
-        raise RuntimeError(_exhausted_message(self.restarts, self.workers, size)) from broken
+        work = f"a batch of {size} exact evaluations"
+        raise RuntimeError(_exhausted_message(self.restarts, self.workers, work)) from broken
 
-    def _warn_restart(self, restart: int, size: int) -> None:
+    def _warn_restart(self, restart: int, work: str) -> None:
         warnings.warn(
-            f"A worker process of the ProcessEvaluator died during a batch of {size} exact "
-            f"evaluations; started {self.workers} new workers and resubmitted the batch "
-            f"(restart {restart} of at most {self.restarts} for this batch). The draws are "
-            "unaffected: each task is a function of what it is sent.",
+            f"A worker process of the ProcessEvaluator died during {work}; started "
+            f"{self.workers} new workers and resubmitted what was lost (restart {restart} of at "
+            f"most {self.restarts}). The draws are unaffected: each task is a function of what "
+            "it is sent.",
             SurrogateWarning,
             stacklevel=5,
         )
@@ -267,6 +305,23 @@ class ProcessEvaluator:
     def _submit(self, function, *args):
         return self._pool.submit(function, self._token, *args)
 
+    submit = _submit
+
+    def first_done(self, futures: set) -> set:
+        return concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)[0]
+
+    def recover(self, error: BaseException, attempt: int) -> bool:
+        """After a worker died: a new pool, up to ``restarts`` times in a row, with a warning."""
+        if not isinstance(error, BrokenProcessPool):
+            return False
+        self._discard_broken_pool()
+        work = "the pooled chains' kept draws"
+        if attempt > self.restarts:
+            raise RuntimeError(_exhausted_message(self.restarts, self.workers, work)) from error
+        self._warn_restart(attempt, work)
+        self._open_pool()
+        return True
+
     def close(self) -> None:
         """Stop the worker processes."""
         if self._pool is not None:
@@ -280,12 +335,12 @@ class ProcessEvaluator:
             pass
 
 
-def _exhausted_message(restarts: int, workers: int, size: int) -> str:
-    """Why the sampler stops after a batch broke its pool ``restarts + 1`` times."""
+def _exhausted_message(restarts: int, workers: int, work: str) -> str:
+    """Why the sampler stops after ``work`` broke its pool ``restarts + 1`` times."""
     tries = f"{restarts + 1} time" + ("s" if restarts else "")
     return (
-        f"A worker process of the ProcessEvaluator ({workers} workers) died each time a batch "
-        f"of {size} exact evaluations was tried: {tries}, with restarts={restarts}. A worker "
+        f"A worker process of the ProcessEvaluator ({workers} workers) died each time "
+        f"{work} was tried: {tries}, with restarts={restarts}. A worker "
         "that dies rather than raising has usually run out of memory, been killed, or crashed "
         "in compiled code. Rerun with the default in-process evaluator to see the model's "
         "error, use fewer workers if memory is short, or give ProcessEvaluator more restarts."
@@ -354,6 +409,21 @@ class DaskEvaluator:
         except concurrent.futures.CancelledError:
             self._payload = self.client.scatter(self._pickled, broadcast=True)
             return send(self._submit, requests)
+
+    def first_done(self, futures: set) -> set:
+        from distributed import wait
+
+        return wait(list(futures), return_when="FIRST_COMPLETED").done
+
+    def recover(self, error: BaseException, attempt: int) -> bool:
+        """After the scattered sampler was lost with its workers: scattered again, once."""
+        if not isinstance(error, concurrent.futures.CancelledError) or attempt > 1:
+            return False
+        self._payload = self.client.scatter(self._pickled, broadcast=True)
+        return True
+
+    def submit(self, function, *args):
+        return self._submit(function, *args)
 
     def _submit(self, function, *args):
         return self.client.submit(

@@ -14,7 +14,10 @@ calls take their results.
 Each chain keeps its own explorer (PyMC's NUTS and its adaptation), random generator, cached
 point and failure count. After tuning each chain is an ordinary Markov chain of the one frozen
 kernel, so the draws are exact as a single chain's are; the pooled fit is a tuning-time choice,
-frozen with the rest. The draws depend on the seed only, not on how the batch is evaluated.
+frozen with the rest. With an evaluator that streams (worker processes, Dask), the kept draws
+then leave lockstep: each chain's next draw is sent as soon as its last is back
+(:mod:`~pymc_rnshmc.step_methods.kept_stream`). The draws depend on the seed only, not on how
+or where the work is evaluated.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pymc_rnshmc.step_methods.chain import BegunDraw, SurrogateChain
 from pymc_rnshmc.step_methods.draws_so_far import kept_draws_as_trace, pooled_draws
 from pymc_rnshmc.step_methods.evaluators import Evaluator, InProcessEvaluator
 from pymc_rnshmc.step_methods.explorers import new_explorer
+from pymc_rnshmc.step_methods.kept_stream import KeptDrawStream
 from pymc_rnshmc.step_methods.reporting import progressbar_config, progressbar_update_functions
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 
@@ -60,19 +64,22 @@ class _Pool:
         self.steps: list[PooledSurrogate] = []
         self.hooks: list[Any] = []
         self.results: dict[int, tuple[RaveledVars, dict[str, Any]]] = {}
+        self.stream: KeptDrawStream | None = None
+        """After tuning, with an evaluator that streams: the chains' kept draws."""
         self.stopped = False
         self.process = os.getpid()
         """Where the chains were linked: they must be stepped there, in lockstep."""
 
 
 class PooledSurrogate(PopulationArrayStepShared):
-    r"""The chains of a surrogate sampler in lockstep, sharing one warm-up and surrogate.
+    r"""The chains of a surrogate sampler, sharing one warm-up and surrogate.
 
     Use it as ``pm.sample(step=PooledSurrogate(RNSHMC()), chains=4)``, or through
     :func:`sample`. The chains share their warm-up in one process, so PyMC steps them in turn
     whatever ``cores`` says (the step refuses the pickling that PyMC's parallel population
     stepping needs, and PyMC falls back); the exact evaluations run where the ``evaluator``
-    sends them.
+    sends them. While tuning the chains go in lockstep; after tuning, with an evaluator of
+    worker processes or Dask, each chain's next kept draw is sent as soon as its last is back.
 
     Parameters
     ----------
@@ -136,6 +143,8 @@ class PooledSurrogate(PopulationArrayStepShared):
         self.stats_dtypes = sampler.stats_dtypes
         self._pool = _Pool()
         self._tune_steps = self._draws = None
+        self._draws_from_sample: int | None = None
+        """The kept draws per chain, as :func:`sample` knows them (PyMC 5 does not say)."""
         super().__init__(sampler.vars, sampler.exact_model.step_function._extra_vars_shared)
         self.tune = True
 
@@ -228,11 +237,61 @@ class PooledSurrogate(PopulationArrayStepShared):
                 "them in separate processes (cores > 1). Pass cores=1; to evaluate the model "
                 "in parallel, give PooledSurrogate an evaluator (ProcessEvaluator(workers=n))."
             )
+        if self.this_chain == 0 and pool.stream is None and self._streams():
+            pool.stream = self._kept_draw_stream()
+        if pool.stream is not None:
+            with self._keeping_pooled_draws(), self._cancelling_on_exit(pool.stream):
+                q_new, stats = pool.stream.next_draw(self.this_chain)
+            return q_new, [stats]
         if self.this_chain == 0:
             with self._keeping_pooled_draws():
                 pool.results = self._round()
         q_new, stats = pool.results.pop(self.this_chain)
         return q_new, [stats]
+
+    def _streams(self) -> bool:
+        """Whether the kept draws stream: tuning is over and the evaluator can send one task."""
+        tuning = any(step.tune for step in self._pool.steps)
+        return not tuning and hasattr(self.evaluator, "first_done")
+
+    def _kept_draw_stream(self) -> KeptDrawStream:
+        """The chains' kept draws from here on, none waiting for another's."""
+        pool = self._pool
+        for hooks in pool.hooks:  # as a lockstep round would set them
+            hooks.tune = False
+        positions = [
+            DictToArrayBijection.map({name: point[name] for name in self.var_names})
+            for point in self.population
+        ]
+        return KeptDrawStream(
+            pool.chains,
+            [step.rng for step in pool.steps],
+            pool.hooks,
+            positions,
+            self.evaluator,
+            self._draws if self._draws is not None else self._draws_from_sample,
+            self._finish_kept_draw,
+        )
+
+    def _finish_kept_draw(self, index: int, begun: BegunDraw, evaluation, draw, started: float):
+        """A streamed kept draw's second half; its clock runs from its beginning to now."""
+        pool = self._pool
+        chain, hooks = pool.chains[index], pool.hooks[index]
+        evaluate = _precomputed(evaluation, chain, hooks, tune=False)
+        q_new, stats = chain.finish(begun, pool.steps[index].rng, hooks, evaluate, draw)
+        stats["perf_counter_start"] = started
+        stats["perf_counter_diff"] = stats["process_time_diff"] = time.perf_counter() - started
+        return q_new, stats
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _cancelling_on_exit(stream: KeptDrawStream):
+        """An interrupt or an error drops the stream's tasks in flight."""
+        try:
+            yield
+        except BaseException:
+            stream.cancel()
+            raise
 
     @contextlib.contextmanager
     def _keeping_pooled_draws(self):
@@ -421,9 +480,10 @@ def sample(
     """Sample ``chains`` chains of one surrogate sampler that share their surrogate.
 
     As ``pm.sample`` (same arguments, same returned InferenceData or DataTree, the samplers'
-    statistics), with the chains in lockstep in this process: one warm-up fitted on the exact
-    evaluations of all chains, and each round's exact evaluations of all chains given to
-    ``evaluator`` together.
+    statistics), with the chains in lockstep in this process while tuning: one warm-up fitted on
+    the exact evaluations of all chains, and each round's exact evaluations of all chains given
+    to ``evaluator`` together. After tuning, with worker processes or Dask, each chain's next
+    draw is sent as soon as its last is back, whatever the other chains are doing.
 
     Parameters
     ----------
@@ -481,6 +541,7 @@ def sample(
     with model, _without_pymcs_cores_advice():
         sampler = RNSHMC() if step is None else step
         pooled = PooledSurrogate(sampler, evaluator=evaluator, share_exploration=share_exploration)
+        pooled._draws_from_sample = draws
         try:
             return pm.sample(
                 draws=draws,

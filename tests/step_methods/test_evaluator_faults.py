@@ -29,17 +29,18 @@ KILL_AT_CALL = 5
 class DiesOnceInAWorker(Op):
     """The identity on a tensor that kills the worker process evaluating it, once per run.
 
-    In a process other than the one that built the model, at that process's
-    :data:`KILL_AT_CALL`-th evaluation, the first worker to create ``marker`` (atomically)
-    exits at once, as a worker killed by the system would. Elsewhere, or once the marker
-    exists, it is the identity (with the identity's gradient).
+    In a process other than the one that built the model, at that process's ``kill_at``-th
+    evaluation, the first worker to create ``marker`` (atomically) exits at once, as a worker
+    killed by the system would. Elsewhere, or once the marker exists, it is the identity (with
+    the identity's gradient).
     """
 
-    __props__ = ("marker", "parent_pid")
+    __props__ = ("marker", "parent_pid", "kill_at")
 
-    def __init__(self, marker: str, parent_pid: int) -> None:
+    def __init__(self, marker: str, parent_pid: int, kill_at: int = KILL_AT_CALL) -> None:
         self.marker = marker
         self.parent_pid = parent_pid
+        self.kill_at = kill_at
         self.calls = 0
 
     def make_node(self, x):
@@ -48,7 +49,7 @@ class DiesOnceInAWorker(Op):
 
     def perform(self, node, inputs, outputs):
         self.calls += 1
-        if os.getpid() != self.parent_pid and self.calls >= KILL_AT_CALL and self._claim():
+        if os.getpid() != self.parent_pid and self.calls >= self.kill_at and self._claim():
             os._exit(1)
         outputs[0][0] = np.array(inputs[0], copy=True)
 
@@ -67,25 +68,25 @@ class DiesOnceInAWorker(Op):
         return [output_grads[0]]
 
 
-def fragile_model(marker) -> pm.Model:
+def fragile_model(marker, kill_at: int = KILL_AT_CALL) -> pm.Model:
     """``x ~ N(0, 1)``, two coordinates, its density through :class:`DiesOnceInAWorker`."""
     with pm.Model() as model:
         x = pm.Flat("x", shape=2)
         with warnings.catch_warnings():  # PyTensor 3's Numba object-mode notice
             warnings.simplefilter("ignore", UserWarning)
-            passed = DiesOnceInAWorker(str(marker), os.getpid())(x)
+            passed = DiesOnceInAWorker(str(marker), os.getpid(), kill_at)(x)
         pm.Potential("likelihood", pm.logp(pm.Normal.dist(0.0, 1.0, shape=2), passed).sum())
     return model
 
 
-def run(model, evaluator):
+def run(model, evaluator, draws: int = DRAWS):
     with model:
         return pm.sample(
             step=PooledSurrogate(
                 RNSHMC(exploration_steps=60, weigh_costs=False), evaluator=evaluator
             ),
             tune=TUNE,
-            draws=DRAWS,
+            draws=draws,
             chains=CHAINS,
             cores=1,
             random_seed=SEED,
@@ -124,6 +125,29 @@ def test_a_killed_worker_process_is_replaced_and_the_draws_are_unchanged(tmp_pat
     assert marker.exists(), "no worker died: the test tested nothing"
     assert len(restart_warnings(caught)) == 1, restart_warnings(caught)
     np.testing.assert_array_equal(posterior_draws(killed, "x"), undisturbed)
+
+
+KEPT_DRAWS, KILL_WHEN_KEPT = 400, 1500
+"""With one worker, tuning takes it 900-1000 evaluations (PyMC 6.4, seed 3) and the kept draws
+about 1500 more: its 1500th is a kept draw's."""
+
+
+def test_a_worker_killed_among_the_kept_draws_is_replaced_and_the_draws_are_unchanged(tmp_path):
+    # after tuning the chains stream (kept_stream): each task is sent again on the new pool
+    reference = run(fragile_model(tmp_path / "unused"), InProcessEvaluator(), KEPT_DRAWS)
+    marker = tmp_path / "died"
+    evaluator = ProcessEvaluator(workers=1)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            killed = run(fragile_model(marker, KILL_WHEN_KEPT), evaluator, KEPT_DRAWS)
+    finally:
+        evaluator.close()
+    assert marker.exists(), "no worker died: the test tested nothing"
+    assert [message.split(";")[0] for message in restart_warnings(caught)] == [
+        "A worker process of the ProcessEvaluator died during the pooled chains' kept draws"
+    ]
+    np.testing.assert_array_equal(posterior_draws(killed, "x"), posterior_draws(reference, "x"))
 
 
 def test_workers_that_keep_dying_stop_the_sampler_with_advice(tmp_path):
@@ -244,3 +268,19 @@ def test_a_dask_worker_killed_mid_run_is_replaced_and_the_draws_are_unchanged(
         killed = run(fragile_model(marker), DaskEvaluator(client))
     assert marker.exists(), "no worker died: the test tested nothing"
     np.testing.assert_array_equal(posterior_draws(killed, "x"), undisturbed)
+
+
+def test_a_stream_that_lost_the_scattered_sampler_is_given_it_again_once_in_a_row():
+    client = _ScatterCountingClient()
+    evaluator = DaskEvaluator(client)
+    evaluator.start({"a sampler": 1})
+    lost = concurrent.futures.CancelledError("already forgotten")
+    assert evaluator.recover(lost, attempt=1) and evaluator._payload == "payload-2"
+    assert not evaluator.recover(lost, attempt=2)  # lost again before any task came back
+    assert not evaluator.recover(ValueError("the model's own error"), attempt=1)
+    assert len(client.scattered) == 2
+
+
+def test_a_process_pool_recovers_from_a_dead_worker_only():
+    evaluator = ProcessEvaluator(workers=1)
+    assert not evaluator.recover(ValueError("the model's own error"), attempt=1)

@@ -283,9 +283,11 @@ def test_worker_processes_give_the_same_draws(correlated_run):
     idata, _, _ = correlated_run
     evaluator = ProcessEvaluator(workers=2)
     try:
-        again, _ = pooled_run(correlated_normal(), evaluator=evaluator)
+        again, pooled = pooled_run(correlated_normal(), evaluator=evaluator)
     finally:
         evaluator.close()
+    # after tuning the workers' chains streamed (kept_stream), the in-process ones did not
+    assert pooled._pool.stream is not None and correlated_run[1]._pool.stream is None
     np.testing.assert_array_equal(posterior_draws(again, "x"), posterior_draws(idata, "x"))
 
 

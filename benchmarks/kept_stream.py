@@ -1,0 +1,142 @@
+"""Pooled chains after tuning: streamed kept draws against lockstep, on worker processes.
+
+    python -m benchmarks.kept_stream                   # 4 chains, 4 workers, 50 ms a solve
+    python -m benchmarks.kept_stream --chains 8 --workers 8 --seeds 1,2 --output kept_stream_8
+
+:func:`pymc_rnshmc.sample` on :func:`pymc_rnshmc.workloads.sleeping_normal` (a correlated
+Gaussian, d = 5, whose every logp or logp-and-gradient call sleeps ``--seconds``, as a forward
+solve would; sleeping, the workers leave the cores free, so more workers than cores measure
+what a cluster would), with ``ProcessEvaluator(workers=--workers)``, twice per seed:
+
+- **streamed**: the package's default, each chain's next kept draw begun as soon as its last
+  is back (:mod:`pymc_rnshmc.step_methods.kept_stream`);
+- **lockstep**: the same evaluator with its streaming methods hidden, so every kept round waits
+  for the longest of its chains' exact work, as before streaming.
+
+Both make the same draws (checked). Reported: the whole call, the kept phase's wall time (from
+the first kept draw's start to the last one's end), and its floor: the busiest chain's own
+exact calls in the kept phase times ``--seconds``. Results go to
+``benchmarks/results/<output>.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import time
+
+import numpy as np
+
+import pymc_rnshmc
+from benchmarks.measure import run_metadata, write_results
+from pymc_rnshmc.step_methods.evaluators import ProcessEvaluator
+from pymc_rnshmc.workloads import sleeping_normal
+
+
+class Lockstep:
+    """A ``ProcessEvaluator`` without its streaming methods: the kept draws go in lockstep."""
+
+    def __init__(self, evaluator: ProcessEvaluator) -> None:
+        self.evaluator = evaluator
+
+    def start(self, sampler) -> None:
+        self.evaluator.start(sampler)
+
+    def evaluate(self, requests):
+        return self.evaluator.evaluate(requests)
+
+    def explore(self, requests):
+        return self.evaluator.explore(requests)
+
+
+def kept_seconds(idata) -> tuple[float, float]:
+    """The kept phase's wall time, and the busiest chain's exact calls in it (one per call)."""
+    stats = idata["sample_stats"]
+    start = np.asarray(stats["perf_counter_start"].values, dtype=float)
+    end = start + np.asarray(stats["perf_counter_diff"].values, dtype=float)
+    calls = np.asarray(stats["n_logp_evals"].values, dtype=float).sum(axis=1)
+    return float(end.max() - start.min()), float(calls.max())
+
+
+def run_one(streamed: bool, model, args, seed: int):
+    evaluator = ProcessEvaluator(workers=args.workers)
+    try:
+        start = time.perf_counter()
+        with model:
+            idata = pymc_rnshmc.sample(
+                draws=args.draws,
+                tune=args.tune,
+                chains=args.chains,
+                random_seed=seed,
+                progressbar=False,
+                compute_convergence_checks=False,
+                evaluator=evaluator if streamed else Lockstep(evaluator),
+            )
+        whole = time.perf_counter() - start
+    finally:
+        evaluator.close()
+    kept, busiest_calls = kept_seconds(idata)
+    row = {
+        "whole call s": round(whole, 1),
+        "kept phase s": round(kept, 1),
+        "kept phase floor s": round(busiest_calls * args.seconds, 1),
+    }
+    return row, np.asarray(idata.posterior["x"].values)
+
+
+def markdown(results: dict) -> str:
+    lines = [
+        f"## Pooled kept draws, streamed and in lockstep, {results['date']}",
+        "",
+        f"pymc {results['pymc']}; {results['machine']}; sleeping_normal(dim=5, seconds="
+        f"{results['seconds']}); {results['chains']} chains of {results['tune']} + "
+        f"{results['draws']}; ProcessEvaluator(workers={results['workers']}).",
+        "",
+        "| seed | whole call s, lockstep | whole call s, streamed | kept phase s, lockstep | "
+        "kept phase s, streamed | floor: busiest chain's calls | same draws |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for seed, run in results["runs"].items():
+        lock, stream = run["lockstep"], run["streamed"]
+        lines.append(
+            f"| {seed} | {lock['whole call s']} | {stream['whole call s']} | "
+            f"{lock['kept phase s']} | {stream['kept phase s']} | "
+            f"{stream['kept phase floor s']} | {run['same draws']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=0.05)
+    parser.add_argument("--tune", type=int, default=300)
+    parser.add_argument("--draws", type=int, default=500)
+    parser.add_argument("--seeds", default="1,2")
+    parser.add_argument("--output", default="kept_stream")
+    args = parser.parse_args()
+    model = sleeping_normal(dim=5, seconds=args.seconds)
+    results = run_metadata(
+        chains=args.chains,
+        workers=args.workers,
+        seconds=args.seconds,
+        tune=args.tune,
+        draws=args.draws,
+    )
+    results["runs"] = {}
+    for seed in map(int, args.seeds.split(",")):
+        lockstep, draws = run_one(False, model, args, seed)
+        streamed, again = run_one(True, model, args, seed)
+        same = bool(np.array_equal(draws, again))
+        results["runs"][seed] = {"lockstep": lockstep, "streamed": streamed, "same draws": same}
+        write_results(args.output, results, markdown(results))
+        print(markdown(results), flush=True)
+
+
+if __name__ == "__main__":
+    main()
