@@ -30,6 +30,7 @@ is sent.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import multiprocessing
 import uuid
@@ -93,7 +94,7 @@ class Streaming(Protocol):
     def recover(self, error: BaseException, attempt: int) -> bool:
         """Whether the tasks lost to ``error`` may be sent again (the evaluator made ready).
 
-        ``attempt`` counts the losses in a row (no task came back in between), from 1.
+        ``attempt``: the most times any of the lost tasks was lost so far, from 1.
         """
         ...
 
@@ -212,8 +213,8 @@ class ProcessEvaluator:
     restarts : int
         Times a batch is resubmitted to a new pool when a worker process dies during it (the
         standard library's pool is then broken for good); ``0`` fails at the first death. For
-        the kept draws, which are sent one task per chain rather than in batches, the times in
-        a row with no task back in between.
+        the kept draws, which are sent one task per chain rather than in batches, the times
+        any one task is resubmitted.
 
     Raises
     ------
@@ -311,7 +312,7 @@ class ProcessEvaluator:
         return concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)[0]
 
     def recover(self, error: BaseException, attempt: int) -> bool:
-        """After a worker died: a new pool, up to ``restarts`` times in a row, with a warning."""
+        """After a worker died: a new pool, up to ``restarts`` times per task, with a warning."""
         if not isinstance(error, BrokenProcessPool):
             return False
         self._discard_broken_pool()
@@ -411,12 +412,19 @@ class DaskEvaluator:
             return send(self._submit, requests)
 
     def first_done(self, futures: set) -> set:
+        """Wait on this evaluator's client (not Dask's default) until one of ``futures`` is done.
+
+        A cancelled future (its scattered sampler lost) counts as done: its ``result`` raises,
+        and the stream recovers.
+        """
         from distributed import wait
 
-        return wait(list(futures), return_when="FIRST_COMPLETED").done
+        with contextlib.suppress(concurrent.futures.CancelledError), self.client.as_current():
+            wait(list(futures), return_when="FIRST_COMPLETED")
+        return {future for future in futures if future.done()}
 
     def recover(self, error: BaseException, attempt: int) -> bool:
-        """After the scattered sampler was lost with its workers: scattered again, once."""
+        """After the scattered sampler was lost with its workers: scattered again, once per task."""
         if not isinstance(error, concurrent.futures.CancelledError) or attempt > 1:
             return False
         self._payload = self.client.scatter(self._pickled, broadcast=True)

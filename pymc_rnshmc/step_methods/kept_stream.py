@@ -11,9 +11,11 @@ a kept round cost 1.9 times what the busiest chain itself evaluated.
 :class:`KeptDrawStream` keeps one task per chain on the evaluator's workers: when a chain's task
 is back, its draw is finished and the next one begun and sent at once, whatever the other chains
 are doing; finished draws wait in a queue per chain until PyMC's iteration takes them. A chain
-runs ahead of the others up to the kept draws it has left (if known; else one draw), and never
-past them. Each chain makes the same calls in the same order as in lockstep, so its draws are
-the same whatever the number of workers or how long each task took.
+runs ahead of the others up to the kept draws it has left, and never past them; if that number
+is unknown, no further than PyMC's current iteration. Each chain makes the same calls in the
+same order as in lockstep, so its draws are the same whatever the number of workers or how long
+each task took. A task lost with a worker is sent again (the evaluator's ``recover``); an error
+or an interrupt drops the tasks in flight.
 
 Waiting is the evaluator's (``concurrent.futures.wait``, ``distributed.wait``); what is here is
 the chains' bookkeeping around it, which no library knows.
@@ -53,6 +55,8 @@ class _Task:
     """An explorer's draw (a safety-net NUTS trajectory), else a surrogate move's ``logp``."""
     started: float
     """``perf_counter`` when the draw was begun."""
+    losses: int = 0
+    """Times the task was lost with a worker (and sent again)."""
 
 
 class KeptDrawStream:
@@ -71,8 +75,8 @@ class KeptDrawStream:
     evaluator : Streaming
         Sends the tasks and waits for them.
     draws_left : int or None
-        Kept draws each chain has still to make; ``None`` if unknown (each chain then draws
-        only when PyMC has taken its last draw, as in lockstep).
+        Kept draws each chain has still to make; ``None`` if unknown (a chain then makes only
+        the draw of PyMC's current iteration, begun when chain 0 is asked for it).
     finish : callable
         ``finish(index, begun, evaluation, exact_draw, started) -> (q_new, stats)``: the
         second half of chain ``index``'s draw, begun at ``perf_counter`` ``started``.
@@ -93,12 +97,16 @@ class KeptDrawStream:
         self.evaluator = evaluator
         self.finish = finish
         self.left = [draws_left] * len(chains)
+        self.made = [0] * len(chains)
+        self.iteration = 0
+        """PyMC's kept iterations begun so far (counted at chain 0's call, the first of each)."""
         self.ready: list[deque] = [deque() for _ in chains]
         self.tasks: dict[Any, _Task] = {}
-        self.recoveries = 0
 
     def next_draw(self, index: int) -> tuple[RaveledVars, dict[str, Any]]:
         """Chain ``index``'s next kept draw; every chain goes on while it is waited for."""
+        if index == 0:
+            self.iteration += 1
         self._take_finished(wait=False)
         self._start_free_chains()
         while not self.ready[index]:
@@ -118,9 +126,12 @@ class KeptDrawStream:
 
     # ----------------------------------------------------------------- the chains' tasks
     def _may_draw(self, index: int) -> bool:
-        """A chain draws on while it has draws left; with an unknown number, one at a time."""
+        """Whether chain ``index`` may begin a draw: while it has draws left.
+
+        With that number unknown, only the draw of PyMC's current iteration.
+        """
         left = self.left[index]
-        return not self.ready[index] if left is None else left > 0
+        return self.made[index] < self.iteration if left is None else left > 0
 
     def _start_free_chains(self) -> None:
         """Begin the next draw of every chain that has no task in flight and may draw."""
@@ -171,7 +182,6 @@ class KeptDrawStream:
                 self._recover(error)
                 return
             del tasks[future]
-            self.recoveries = 0  # work got done: a later loss is a new one
             self._queue(task.chain, self._finish(task, result))
 
     def _finish(self, task: _Task, result) -> tuple[RaveledVars, dict[str, Any]]:
@@ -184,14 +194,16 @@ class KeptDrawStream:
     def _recover(self, error: Exception) -> None:
         """Send every task in flight again, if the evaluator recovers from ``error``.
 
-        The evaluator is told how many losses in a row this is (none of the tasks came back in
-        between), and stops the stream where it would only loop.
+        Every task in flight was lost with it; the evaluator is told the most times any of
+        them was lost, so that a task that kills its worker each time stops the stream
+        (the other chains' tasks keep coming back in between).
         """
-        self.recoveries += 1
-        if not self.evaluator.recover(error, self.recoveries):
-            self.cancel()
+        tasks = list(self.tasks.values())
+        self.cancel()
+        for task in tasks:
+            task.losses += 1
+        if not self.evaluator.recover(error, max(task.losses for task in tasks)):
             raise error
-        tasks, self.tasks = list(self.tasks.values()), {}
         for task in tasks:
             send = send_draw if task.exploring else send_evaluation
             self.tasks[send(self.evaluator.submit, task.request)] = task
@@ -200,5 +212,6 @@ class KeptDrawStream:
         """Chain ``index``'s finished draw, ready for PyMC; the chain moves there."""
         self.positions[index] = draw[0]
         self.ready[index].append(draw)
+        self.made[index] += 1
         if self.left[index] is not None:
             self.left[index] -= 1

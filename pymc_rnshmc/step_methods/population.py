@@ -59,6 +59,7 @@ class _Pool:
 
     def reset(self) -> None:
         """Forget the previous run (in place: every chain's copy of the step holds this pool)."""
+        self.stop_stream()
         self.warmup: SurrogateWarmup | None = None
         self.chains: list[SurrogateChain] = []
         self.steps: list[PooledSurrogate] = []
@@ -66,9 +67,17 @@ class _Pool:
         self.results: dict[int, tuple[RaveledVars, dict[str, Any]]] = {}
         self.stream: KeptDrawStream | None = None
         """After tuning, with an evaluator that streams: the chains' kept draws."""
+        self.points: list[dict] = []
+        """Each chain's point when the stream began: the model's dtypes, as PyMC keeps them."""
         self.stopped = False
         self.process = os.getpid()
         """Where the chains were linked: they must be stepped there, in lockstep."""
+
+    def stop_stream(self) -> None:
+        """Drop the kept draws' tasks still in flight (a run interrupted, or begun anew)."""
+        stream = getattr(self, "stream", None)
+        if stream is not None:
+            stream.cancel()
 
 
 class PooledSurrogate(PopulationArrayStepShared):
@@ -259,9 +268,10 @@ class PooledSurrogate(PopulationArrayStepShared):
         pool = self._pool
         for hooks in pool.hooks:  # as a lockstep round would set them
             hooks.tune = False
+        pool.points = [dict(point) for point in self.population]
         positions = [
             DictToArrayBijection.map({name: point[name] for name in self.var_names})
-            for point in self.population
+            for point in pool.points
         ]
         return KeptDrawStream(
             pool.chains,
@@ -279,9 +289,20 @@ class PooledSurrogate(PopulationArrayStepShared):
         chain, hooks = pool.chains[index], pool.hooks[index]
         evaluate = _precomputed(evaluation, chain, hooks, tune=False)
         q_new, stats = chain.finish(begun, pool.steps[index].rng, hooks, evaluate, draw)
+        q_new = self._as_pymc_keeps(q_new, pool.points[index])
         stats["perf_counter_start"] = started
         stats["perf_counter_diff"] = stats["process_time_diff"] = time.perf_counter() - started
         return q_new, stats
+
+    def _as_pymc_keeps(self, q: RaveledVars, point: dict) -> RaveledVars:
+        """``q`` as PyMC hands it back next iteration: each variable in its own dtype.
+
+        PyMC's step turns the draw into a point of the model's dtypes and the next draw's
+        start back into an array; the stream starts a chain's next draw at once, so it makes
+        the same round trip here (a float32 variable is rounded as in lockstep).
+        """
+        point = DictToArrayBijection.rmap(q, start_point=point)
+        return DictToArrayBijection.map({name: point[name] for name in self.var_names})
 
     @staticmethod
     @contextlib.contextmanager
@@ -554,6 +575,7 @@ def sample(
                 **kwargs,
             )
         except KeyboardInterrupt:
+            pooled._pool.stop_stream()  # interrupted while PyMC recorded: tasks still out
             trace = pooled.kept_draws(model)
             if trace is None:  # interrupted before any draw was kept
                 raise
