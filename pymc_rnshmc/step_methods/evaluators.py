@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 import cloudpickle
 import numpy as np
+import pytensor
 from pymc.blocking import RaveledVars
 
 from pymc_rnshmc._checks import check_non_negative_integer, check_positive_integer
@@ -117,28 +118,43 @@ class InProcessEvaluator:
 
 
 _WORKER_SAMPLER = {}
-"""In a worker process: the sampler it unpickled (its exact model and explorer), by token."""
+"""In a worker process: the sampler it unpickled (its exact model and explorer) and the
+``floatX`` it was built under, by token."""
+
+
+def pickled_for_workers(sampler) -> bytes:
+    """``sampler`` pickled with the ``floatX`` it was built under, for :func:`_install`.
+
+    A worker's PyTensor has its own default ``floatX``; PyMC's NUTS reads it as it draws (a
+    float32 model's exploring draws on a worker differed from those in this process, on
+    PyMC 5). Each task runs under the sampler's.
+    """
+    return cloudpickle.dumps((pytensor.config.floatX, cloudpickle.dumps(sampler)))
 
 
 def _install(token: str, payload: bytes) -> None:
-    _WORKER_SAMPLER[token] = cloudpickle.loads(payload)
+    float_x, pickled = cloudpickle.loads(payload)
+    with pytensor.config.change_flags(floatX=float_x):
+        _WORKER_SAMPLER[token] = (cloudpickle.loads(pickled), float_x)
 
 
 def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool):
-    exact_model = _WORKER_SAMPLER[token].exact_model
-    evaluation = exact_model.evaluate(position, gradient)
-    return evaluation, exact_model.failures.take()
+    sampler, float_x = _WORKER_SAMPLER[token]
+    with pytensor.config.change_flags(floatX=float_x):
+        evaluation = sampler.exact_model.evaluate(position, gradient)
+    return evaluation, sampler.exact_model.failures.take()
 
 
 def _draw_in_worker(token: str, explorer_state, rng_state: dict, q0, start, tune: bool):
     """The chain's explorer's draw, from its state and generator; both returned advanced."""
-    sampler = _WORKER_SAMPLER[token]
+    sampler, float_x = _WORKER_SAMPLER[token]
     explorer = sampler._explorer
     explorer.sampling_state = explorer_state
     rng = np.random.default_rng()
     rng.bit_generator.state = rng_state
     explorer.share_rng(rng)
-    draw = explorer.draw(q0, start, tune, rng)
+    with pytensor.config.change_flags(floatX=float_x):
+        draw = explorer.draw(q0, start, tune, rng)
     failures = sampler.exact_model.failures.take()
     return draw, explorer.sampling_state, rng.bit_generator.state, failures
 
@@ -247,7 +263,7 @@ class ProcessEvaluator:
         """Start the pool for ``sampler``: each worker unpickles it (its compiled model) once."""
         self.close()
         self._token = f"sampler-{id(sampler)}"
-        self._payload = cloudpickle.dumps(sampler)
+        self._payload = pickled_for_workers(sampler)
         self._open_pool()
 
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
@@ -394,7 +410,7 @@ class DaskEvaluator:
     def start(self, sampler) -> None:
         """Send the pickled sampler to every worker, once."""
         self._token = f"sampler-{id(sampler)}-{uuid.uuid4().hex}"
-        self._pickled = cloudpickle.dumps(sampler)
+        self._pickled = pickled_for_workers(sampler)
         self._payload = self.client.scatter(self._pickled, broadcast=True)
 
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
