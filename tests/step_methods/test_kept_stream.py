@@ -52,11 +52,15 @@ class SimulatedCluster:
     def first_done(self, futures):
         future = min(futures, key=lambda f: self.due[f][0])
         self.clock, value = self.due.pop(future)
-        if self.breaks_at is not None and self.sent >= self.breaks_at and not self.recovered:
+        if self.kills_its_worker(value):
             future.set_exception(BrokenProcessPool("a worker died"))
         else:
             future.set_result((value, (0, None)))
         return {future}
+
+    def kills_its_worker(self, value: float) -> bool:
+        """Whether the task done now (at ``value``) broke the pool: once, at ``breaks_at``."""
+        return self.breaks_at is not None and self.sent >= self.breaks_at and not self.recovered
 
     def recover(self, error, attempt):
         self.recovered += 1
@@ -129,14 +133,8 @@ def test_a_loss_the_evaluator_cannot_recover_from_is_raised_and_the_tasks_droppe
 class PoisonedCluster(SimulatedCluster):
     """Chain 1's task kills its worker every time; chain 0's come back in between."""
 
-    def first_done(self, futures):
-        future = min(futures, key=lambda f: self.due[f][0])
-        self.clock, value = self.due.pop(future)
-        if value < 0:
-            future.set_exception(BrokenProcessPool("a worker died"))
-        else:
-            future.set_result((value, (0, None)))
-        return {future}
+    def kills_its_worker(self, value: float) -> bool:
+        return value < 0
 
     def recover(self, error, attempt):
         self.recovered += 1
