@@ -30,8 +30,9 @@ import numpy as np
 import pymc as pm
 
 from benchmarks.measure import run_metadata, write_results
-from benchmarks.scaling import DIM, pooled_projection, round_overheads
+from benchmarks.scaling import DIM, max_z_of_means, pooled_projection, round_overheads
 from pymc_rnshmc import RNSHMC, PooledSurrogate
+from pymc_rnshmc.comparison.table import coordinate_ess, posterior_coordinates
 from pymc_rnshmc.step_methods.evaluators import DaskEvaluator
 from pymc_rnshmc.workloads import sleeping_normal
 
@@ -91,8 +92,13 @@ def main() -> None:
     projection = pooled_projection(idata, args.workers, args.seconds, overhead, local=local)
     projected = projection["whole call s"]
     measured = measured_seconds(idata)
+    draws = posterior_coordinates(idata.posterior)
+    bulk, tail = coordinate_ess(draws, "bulk").min(), coordinate_ess(draws, "tail").min()
     results = run_metadata(**vars(args)) | {
         "overhead s": overhead,
+        "min bulk ESS": float(bulk),
+        "min tail ESS": float(tail),
+        "max |z| mean": max_z_of_means(idata),
         "projected s": projected,
         "projected s, lockstep kept draws": projection["whole call s, lockstep kept draws"],
         "measured s": measured,
@@ -103,9 +109,10 @@ def main() -> None:
         f"{args.seconds} s a solve, tuning split ({max(args.min_tune, args.tune // args.workers)}"
         f" each), {args.draws} draws; round overhead {overhead:.3f} s.\n\n"
         f"| sampling s, measured | projected | projected / measured | projected, kept draws in "
-        f"lockstep |\n|---|---|---|---|\n"
+        f"lockstep | min bulk / tail ESS | max \\|z\\| of means |\n|---|---|---|---|---|---|\n"
         f"| {measured:.1f} | {projected:.1f} | {projected / measured:.2f} | "
-        f"{results['projected s, lockstep kept draws']:.1f} |\n"
+        f"{results['projected s, lockstep kept draws']:.1f} | {bulk:.0f} / {tail:.0f} | "
+        f"{results['max |z| mean']:.2f} |\n"
     )
     write_results(args.output, results, markdown)
     print(markdown)
