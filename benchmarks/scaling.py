@@ -21,10 +21,11 @@ machine. So the two parts that decide the time are measured separately, and comb
    tasks when ``W >= K`` (a list schedule otherwise), at ``--seconds`` a call, plus the measured
    overhead of a round trip; to which the round's own work in the sampling process is added
    (fits, surrogate trajectories: the round's wall time in this run without sleep). That is
-   how the warm-up goes. After tuning the chains stream their kept draws
-   (:mod:`pymc_rnshmc.step_methods.kept_stream`): the kept phase lasts as long as the busiest
-   chain's own calls, plus a round trip per task and the driver's work
-   (:func:`streamed_draw_seconds`); the time with lockstep kept rounds is shown beside it.
+   how the warm-up goes after the first fit. Before it (the exploration) and after tuning the
+   chains stream their draws (:mod:`pymc_rnshmc.step_methods.draw_stream`): such a stretch
+   lasts as long as the busiest chain's own calls, plus a round trip per task and the
+   driver's work (:func:`streamed_seconds`); the time with every round in lockstep is shown
+   beside it.
 
 The baselines are PyMC's NUTS with a diagonal and with a dense mass matrix
 (``init="jitter+adapt_full"``), ``K`` chains on ``K`` cores (``cores=K``), each chain paying its
@@ -186,35 +187,52 @@ def pooled_projection(idata, workers: int, seconds: float, overhead: float, loca
         rounds[group] = np.array(batches) + local_seconds(local, group)
     ess_per_round = min_bulk_ess_per_draw(idata) * calls(idata, "sample_stats").shape[0]
     kept_rounds = 1000.0 / ess_per_round
-    warm_up = float(rounds["warmup_sample_stats"].sum())
+    if workers < calls(idata, "sample_stats").shape[0]:
+        raise ValueError("the streamed projection assumes a worker per chain")
+    lockstep_warm_up = float(rounds["warmup_sample_stats"].sum())
+    explored = exploring_rounds(idata)
+    warm_up = streamed_seconds(
+        calls(idata, "warmup_sample_stats")[:, :explored],
+        seconds,
+        overhead,
+        local_seconds(local, "warmup_sample_stats")[:explored].sum(),
+    ) + float(rounds["warmup_sample_stats"][explored:].sum())
     kept_round = float(rounds["sample_stats"].mean())
-    streamed = streamed_draw_seconds(idata, workers, seconds, overhead, local)
+    kept = calls(idata, "sample_stats")
+    streamed = (
+        streamed_seconds(kept, seconds, overhead, local_seconds(local, "sample_stats").sum())
+        / kept.shape[1]
+    )
     return {
         "warm-up s": warm_up,
+        "warm-up s, lockstep": lockstep_warm_up,
         "kept round s": kept_round,
         "streamed kept draw s": streamed,
         "whole call s": warm_up + streamed * rounds["sample_stats"].size,
-        "whole call s, lockstep kept draws": warm_up + float(rounds["sample_stats"].sum()),
+        "whole call s, lockstep": lockstep_warm_up + float(rounds["sample_stats"].sum()),
         "ESS per round": ess_per_round,
-        "s to bulk ESS 1000, lockstep kept draws": warm_up + kept_rounds * kept_round,
+        "s to bulk ESS 1000, lockstep": lockstep_warm_up + kept_rounds * kept_round,
         "s to bulk ESS 1000": warm_up + kept_rounds * streamed,
         "max |z| mean": max_z_of_means(idata),
     }
 
 
-def streamed_draw_seconds(idata, workers: int, seconds: float, overhead: float, local) -> float:
-    """Seconds per kept draw when the chains stream their kept draws (``kept_stream``).
+def exploring_rounds(idata) -> int:
+    """The warm-up's first rounds, where every chain explores: the chains stream them."""
+    exploring = (np.asarray(idata["warmup_sample_stats"]["phase"].values) == 0).all(axis=0)
+    return exploring.size if exploring.all() else int(np.argmin(exploring))
 
-    No chain waits for another: with a worker per chain, the kept phase lasts as long as the
+
+def streamed_seconds(costs: np.ndarray, seconds: float, overhead: float, driver: float) -> float:
+    """A stretch of draws the chains stream (``draw_stream``), ``costs`` their calls (chain,
+    draw).
+
+    No chain waits for another: with a worker per chain, the stretch lasts as long as the
     busiest chain's calls at ``seconds`` each, plus a round trip per draw that sends a task;
-    the driver's own work (all chains', one after the other in this process) is added.
+    the ``driver``'s own work (all chains', one after the other in this process) is added.
     """
-    if workers < calls(idata, "sample_stats").shape[0]:
-        raise ValueError("the streamed projection assumes a worker per chain")
-    per_draw = calls(idata, "sample_stats")  # (chain, draw)
-    busiest = float(np.max(per_draw.sum(axis=1) * seconds + (per_draw > 0).sum(axis=1) * overhead))
-    driver = float(local_seconds(local, "sample_stats").sum())
-    return (busiest + driver) / per_draw.shape[1]
+    busiest = np.max(costs.sum(axis=1) * seconds + (costs > 0).sum(axis=1) * overhead)
+    return float(busiest) + float(driver)
 
 
 def nuts_projection(idata, seconds: float) -> dict:
@@ -247,7 +265,7 @@ def markdown(results: dict) -> str:
         "projected from them and from the runs' calls (module docstring).",
         "",
         "| workers = chains | round overhead s (median) | pooled: warm-up s | pooled: s to bulk "
-        "ESS 1000 (kept draws in lockstep) | ideal (1 worker / W) | pooled: max \\|z\\| of "
+        "ESS 1000 (all in lockstep) | ideal (1 worker / W) | pooled: max \\|z\\| of "
         "means | NUTS, W chains on W cores: s to bulk ESS 1000 (diagonal / dense) | pooled / "
         "faster NUTS |",
         "|---|---|---|---|---|---|---|---|",
@@ -257,7 +275,7 @@ def markdown(results: dict) -> str:
         pooled, nuts, dense = row["pooled"], row["nuts"], row["nuts dense"]
         fastest = min(nuts["s to bulk ESS 1000"], dense["s to bulk ESS 1000"])
         ideal = one / row["workers"] if results["rows"][0]["workers"] == 1 else np.nan
-        lockstep = pooled.get("s to bulk ESS 1000, lockstep kept draws", np.nan)
+        lockstep = pooled.get("s to bulk ESS 1000, lockstep", np.nan)
         lines.append(
             f"| {row['workers']} | {row['overhead']:.3f} | {pooled['warm-up s']:.0f} | "
             f"{pooled['s to bulk ESS 1000']:.0f} ({lockstep:.0f}) | {ideal:.0f} | "

@@ -291,16 +291,20 @@ class SurrogateChain(WithSamplingState):
         hooks: ChainHooks,
         evaluate: Callable[[np.ndarray], Evaluation],
         exact: ExactDraw | None = None,
+        tell_warmup: Callable[[ExactDraw, bool], None] | None = None,
     ) -> tuple[RaveledVars, dict[str, Any]]:
         """The second half: the correction or the explorer's draw, bookkeeping, and stats.
 
         ``evaluate`` gives the exact ``logp`` where a surrogate move's correction asks for it;
-        ``exact`` is the explorer's draw of an exact draw.
+        ``exact`` is the explorer's draw of an exact draw, which ``tell_warmup(exact, record)``
+        hands to the warm-up (default its ``learn_from_exact`` at once; a driver of chains
+        that draw out of step defers it).
         """
         result = None
         try:
             if begun.exact_phase is not None:
-                q_new, stats = self._finish_exact(begun, exact)
+                tell = self.warmup.learn_from_exact if tell_warmup is None else tell_warmup
+                q_new, stats = self._finish_exact(begun, exact, tell)
             else:
                 result = self._judge(begun, rng, evaluate)
                 q_new = RaveledVars(result.end.position, begun.q0.point_map_info)
@@ -374,7 +378,7 @@ class SurrogateChain(WithSamplingState):
         )
 
     def _finish_exact(
-        self, begun: BegunDraw, draw: ExactDraw
+        self, begun: BegunDraw, draw: ExactDraw, tell_warmup: Callable[[ExactDraw, bool], None]
     ) -> tuple[RaveledVars, dict[str, Any]]:
         """An exact draw's second half: record what it evaluated, cache where it went.
 
@@ -382,9 +386,7 @@ class SurrogateChain(WithSamplingState):
         surrogate dynamics have their own) is also looked at for the wall it crossed.
         """
         q0 = begun.q0
-        if draw.laplace is not None:
-            self.warmup.laplace = draw.laplace
-            self.warmup.setup_seconds += draw.setup_seconds
+        tell_warmup(draw, self.tune and self.phase != Phase.EXACT and draw.position is not None)
         stats = draw.stats
         stats["n_logp_evals"] += begun.start_evals
         self.divergences += bool(stats["diverging"]) and not self.tune
@@ -392,8 +394,6 @@ class SurrogateChain(WithSamplingState):
         stats["phase"] = begun.exact_phase
         q_new = q0
         if draw.position is not None:  # else it could not start: the chain stays
-            if self.tune and self.phase != Phase.EXACT and draw.evaluated is not None:
-                self.warmup.record.append(*draw.evaluated)
             extras = self.exact_model.extra_values()
             self.cache = self.anchor = CachedPoint(draw.position.copy(), draw.logp, extras)
             q_new = RaveledVars(draw.position, q0.point_map_info)

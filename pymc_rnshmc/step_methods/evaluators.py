@@ -80,7 +80,7 @@ class Streaming(Protocol):
     """An evaluator whose tasks can also be sent and waited for one at a time.
 
     After tuning, pooled chains do not wait for each other
-    (:mod:`~pymc_rnshmc.step_methods.kept_stream`): each chain's next task is sent as soon as
+    (:mod:`~pymc_rnshmc.step_methods.draw_stream`): each chain's next task is sent as soon as
     its last is back.
     """
 
@@ -332,7 +332,7 @@ class ProcessEvaluator:
         if not isinstance(error, BrokenProcessPool):
             return False
         self._discard_broken_pool()
-        work = "the pooled chains' kept draws"
+        work = "the pooled chains' streamed draws"
         if attempt > self.restarts:
             raise RuntimeError(_exhausted_message(self.restarts, self.workers, work)) from error
         self._warn_restart(attempt, work)

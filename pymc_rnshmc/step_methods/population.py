@@ -14,9 +14,9 @@ calls take their results.
 Each chain keeps its own explorer (PyMC's NUTS and its adaptation), random generator, cached
 point and failure count. After tuning each chain is an ordinary Markov chain of the one frozen
 kernel, so the draws are exact as a single chain's are; the pooled fit is a tuning-time choice,
-frozen with the rest. With an evaluator that streams (worker processes, Dask), the kept draws
-then leave lockstep: each chain's next draw is sent as soon as its last is back
-(:mod:`~pymc_rnshmc.step_methods.kept_stream`). The draws depend on the seed only, not on how
+frozen with the rest. With an evaluator that streams (worker processes, Dask), the exploration
+before the first fit and the kept draws leave lockstep: each chain's next draw is sent as soon as
+its last is back (:mod:`~pymc_rnshmc.step_methods.draw_stream`). The draws depend on the seed only, not on how
 or where the work is evaluated.
 """
 
@@ -41,11 +41,12 @@ from pymc.util import get_random_generator
 from pymc_rnshmc.exceptions import ModelEvaluationError
 from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.chain import BegunDraw, SurrogateChain
+from pymc_rnshmc.step_methods.draw_stream import DrawStream
 from pymc_rnshmc.step_methods.draws_so_far import kept_draws_as_trace, pooled_draws
 from pymc_rnshmc.step_methods.evaluators import Evaluator, InProcessEvaluator
 from pymc_rnshmc.step_methods.explorers import new_explorer
-from pymc_rnshmc.step_methods.kept_stream import KeptDrawStream
 from pymc_rnshmc.step_methods.reporting import progressbar_config, progressbar_update_functions
+from pymc_rnshmc.step_methods.schedule import Phase
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 
 __all__ = ["PooledSurrogate", "sample"]
@@ -65,10 +66,13 @@ class _Pool:
         self.steps: list[PooledSurrogate] = []
         self.hooks: list[Any] = []
         self.results: dict[int, tuple[RaveledVars, dict[str, Any]]] = {}
-        self.stream: KeptDrawStream | None = None
+        self.stream: DrawStream | None = None
         """After tuning, with an evaluator that streams: the chains' kept draws."""
         self.points: list[dict] = []
         """Each chain's point when the stream began: the model's dtypes, as PyMC keeps them."""
+        self.exploring: dict[int, dict[int, tuple]] = {}
+        """A streamed exploration's finished draws, by round and chain, until the round is
+        complete and the warm-up told of it."""
         self.stopped = False
         self.process = os.getpid()
         """Where the chains were linked: they must be stepped there, in lockstep."""
@@ -87,8 +91,9 @@ class PooledSurrogate(PopulationArrayStepShared):
     :func:`sample`. The chains share their warm-up in one process, so PyMC steps them in turn
     whatever ``cores`` says (the step refuses the pickling that PyMC's parallel population
     stepping needs, and PyMC falls back); the exact evaluations run where the ``evaluator``
-    sends them. While tuning the chains go in lockstep; after tuning, with an evaluator of
-    worker processes or Dask, each chain's next kept draw is sent as soon as its last is back.
+    sends them. From the first fit to the end of tuning the chains go in lockstep; while they
+    explore and after tuning, with an evaluator of worker processes or Dask, each chain's next
+    draw is sent as soon as its last is back.
 
     Parameters
     ----------
@@ -246,8 +251,11 @@ class PooledSurrogate(PopulationArrayStepShared):
                 "them in separate processes (cores > 1). Pass cores=1; to evaluate the model "
                 "in parallel, give PooledSurrogate an evaluator (ProcessEvaluator(workers=n))."
             )
-        if self.this_chain == 0 and pool.stream is None and self._streams():
-            pool.stream = self._kept_draw_stream()
+        if self.this_chain == 0:
+            if pool.stream is not None and pool.stream.spent:
+                pool.stream = None
+            if pool.stream is None:
+                pool.stream = self._new_stream()
         if pool.stream is not None:
             with self._keeping_pooled_draws(), self._cancelling_on_exit(pool.stream):
                 q_new, stats = pool.stream.next_draw(self.this_chain)
@@ -258,29 +266,40 @@ class PooledSurrogate(PopulationArrayStepShared):
         q_new, stats = pool.results.pop(self.this_chain)
         return q_new, [stats]
 
-    def _streams(self) -> bool:
-        """Whether the kept draws stream: tuning is over and the evaluator can send one task."""
-        tuning = any(step.tune for step in self._pool.steps)
-        return not tuning and hasattr(self.evaluator, "first_done")
+    def _new_stream(self) -> DrawStream | None:
+        """The chains' draws from here on, none waiting for another's, where that may be.
 
-    def _kept_draw_stream(self) -> KeptDrawStream:
-        """The chains' kept draws from here on, none waiting for another's."""
+        After tuning, the kept draws; while exploring (with the tuning length known), the
+        exploration's draws up to the first fit. ``None`` where the chains go in lockstep, or
+        the evaluator cannot send one task at a time.
+        """
+        pool = self._pool
+        if not hasattr(self.evaluator, "first_done"):
+            return None
+        if not any(step.tune for step in pool.steps):
+            kept = self._draws if self._draws is not None else self._draws_from_sample
+            return self._stream(kept, self._finish_kept_draw, tune=False)
+        warmup = pool.warmup
+        if warmup.phase != Phase.EXPLORATION or self._tune_steps is None:
+            return None
+        first_fit = min(warmup.exploration_length(), self._tune_steps)
+        draws = first_fit - pool.chains[0].iter_count
+        return self._stream(draws, self._finish_exploring_draw, tune=True) if draws > 1 else None
+
+    def _stream(self, draws: int | None, finish, tune: bool) -> DrawStream:
+        """A stream of ``draws`` draws per chain from PyMC's current points."""
         pool = self._pool
         for hooks in pool.hooks:  # as a lockstep round would set them
-            hooks.tune = False
+            hooks.tune = tune
         pool.points = [dict(point) for point in self.population]
+        pool.exploring = {}
         positions = [
             DictToArrayBijection.map({name: point[name] for name in self.var_names})
             for point in pool.points
         ]
-        return KeptDrawStream(
-            pool.chains,
-            [step.rng for step in pool.steps],
-            pool.hooks,
-            positions,
-            self.evaluator,
-            self._draws if self._draws is not None else self._draws_from_sample,
-            self._finish_kept_draw,
+        rngs = [step.rng for step in pool.steps]
+        return DrawStream(
+            pool.chains, rngs, pool.hooks, positions, self.evaluator, draws, finish, tune=tune
         )
 
     def _finish_kept_draw(self, index: int, begun: BegunDraw, evaluation, draw, started: float):
@@ -289,7 +308,47 @@ class PooledSurrogate(PopulationArrayStepShared):
         chain, hooks = pool.chains[index], pool.hooks[index]
         evaluate = _precomputed(evaluation, chain, hooks, tune=False)
         q_new, stats = chain.finish(begun, pool.steps[index].rng, hooks, evaluate, draw)
-        q_new = self._as_pymc_keeps(q_new, pool.points[index])
+        return self._timed(index, q_new, stats, started)
+
+    def _finish_exploring_draw(self, index: int, begun: BegunDraw, evaluation, draw, started):
+        """A streamed exploring draw's second half; what it tells the warm-up waits its turn.
+
+        The warm-up hears of the chains' draws (their evaluations for the record, a Laplace
+        approximation) and their costs in lockstep order, once every chain has finished the
+        round: the record is then the one lockstep makes.
+        """
+        pool = self._pool
+        chain, hooks = pool.chains[index], pool.hooks[index]
+        told = []
+        evaluate = _precomputed(evaluation, chain, hooks, tune=True)
+        rng = pool.steps[index].rng
+        q_new, stats = chain.finish(
+            begun, rng, hooks, evaluate, draw, lambda exact, record: told.append((exact, record))
+        )
+        q_new, stats = self._timed(index, q_new, stats, started)
+        seconds = stats["perf_counter_diff"] / len(pool.chains)  # the chains draw side by side
+        pool.exploring.setdefault(chain.iter_count, {})[index] = (begun, stats, seconds, told)
+        self._tell_finished_rounds()
+        return q_new, stats
+
+    def _tell_finished_rounds(self) -> None:
+        """Tell the warm-up of every round all chains have finished, in lockstep order."""
+        pool = self._pool
+        while pool.exploring:
+            iteration = min(pool.exploring)
+            finished = pool.exploring[iteration]
+            if len(finished) < len(pool.chains):
+                return
+            for index in sorted(finished):
+                begun, stats, seconds, told = finished[index]
+                for draw, record in told:
+                    pool.warmup.learn_from_exact(draw, record)
+                pool.chains[index].account(begun, stats, seconds)
+            del pool.exploring[iteration]
+
+    def _timed(self, index: int, q_new: RaveledVars, stats: dict, started: float):
+        """The draw as PyMC keeps it, its clock from its beginning to now."""
+        q_new = self._as_pymc_keeps(q_new, self._pool.points[index])
         stats["perf_counter_start"] = started
         stats["perf_counter_diff"] = stats["process_time_diff"] = time.perf_counter() - started
         return q_new, stats
@@ -306,7 +365,7 @@ class PooledSurrogate(PopulationArrayStepShared):
 
     @staticmethod
     @contextlib.contextmanager
-    def _cancelling_on_exit(stream: KeptDrawStream):
+    def _cancelling_on_exit(stream: DrawStream):
         """An interrupt or an error drops the stream's tasks in flight."""
         try:
             yield
@@ -501,10 +560,10 @@ def sample(
     """Sample ``chains`` chains of one surrogate sampler that share their surrogate.
 
     As ``pm.sample`` (same arguments, same returned InferenceData or DataTree, the samplers'
-    statistics), with the chains in lockstep in this process while tuning: one warm-up fitted on
-    the exact evaluations of all chains, and each round's exact evaluations of all chains given
-    to ``evaluator`` together. After tuning, with worker processes or Dask, each chain's next
-    draw is sent as soon as its last is back, whatever the other chains are doing.
+    statistics), with the chains in this process: one warm-up fitted on the exact evaluations
+    of all chains, each round's exact evaluations of all chains given to ``evaluator``
+    together. With worker processes or Dask, while the chains explore and after tuning, each
+    chain's next draw is sent as soon as its last is back, whatever the others are doing.
 
     Parameters
     ----------

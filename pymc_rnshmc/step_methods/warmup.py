@@ -570,6 +570,20 @@ class SurrogateWarmup:
         self.surrogate = surrogate
         self.kernel = self.kernel._replace(surrogate=surrogate)
 
+    def learn_from_exact(self, draw, record: bool) -> None:
+        """Learn what an exact draw found: a Laplace approximation, and its evaluations.
+
+        The approximation its mode search found (with the search's seconds), and its
+        evaluations for the record if ``record``. The one write of an exact draw into the
+        warm-up, so that pooled chains that draw out of step can make these writes in their
+        lockstep order (:mod:`~pymc_rnshmc.step_methods.draw_stream`).
+        """
+        if draw.laplace is not None:
+            self.laplace = draw.laplace
+            self.setup_seconds += draw.setup_seconds
+        if record and draw.evaluated is not None:
+            self.record.append(*draw.evaluated)
+
     def learn_from(self, result: DrawResult) -> None:
         """Record a plausible proposal with its exact gradient while learning during tuning.
 

@@ -133,7 +133,7 @@ about 1500 more: its 1500th is a kept draw's."""
 
 
 def test_a_worker_killed_among_the_kept_draws_is_replaced_and_the_draws_are_unchanged(tmp_path):
-    # after tuning the chains stream (kept_stream): each task is sent again on the new pool
+    # after tuning the chains stream (draw_stream): each task is sent again on the new pool
     reference = run(fragile_model(tmp_path / "unused"), InProcessEvaluator(), KEPT_DRAWS)
     marker = tmp_path / "died"
     evaluator = ProcessEvaluator(workers=1)
@@ -145,7 +145,7 @@ def test_a_worker_killed_among_the_kept_draws_is_replaced_and_the_draws_are_unch
         evaluator.close()
     assert marker.exists(), "no worker died: the test tested nothing"
     assert [message.split(";")[0] for message in restart_warnings(caught)] == [
-        "A worker process of the ProcessEvaluator died during the pooled chains' kept draws"
+        "A worker process of the ProcessEvaluator died during the pooled chains' streamed draws"
     ]
     np.testing.assert_array_equal(posterior_draws(killed, "x"), posterior_draws(reference, "x"))
 

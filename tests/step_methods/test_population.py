@@ -287,9 +287,20 @@ def test_worker_processes_give_the_same_draws(correlated_run):
         again, pooled = pooled_run(correlated_normal(), evaluator=evaluator)
     finally:
         evaluator.close()
-    # after tuning the workers' chains streamed (kept_stream), the in-process ones did not
+    # after tuning the workers' chains streamed (draw_stream), the in-process ones did not
     assert pooled._pool.stream is not None and correlated_run[1]._pool.stream is None
     np.testing.assert_array_equal(posterior_draws(again, "x"), posterior_draws(idata, "x"))
+
+
+def test_a_shared_exploration_streamed_on_workers_gives_the_in_process_draws():
+    # the chains explore out of step; the record is filled in lockstep order before the fit
+    in_process, _ = pooled_run(correlated_normal(), share_exploration=True)
+    evaluator = ProcessEvaluator(workers=2)
+    try:
+        streamed, _ = pooled_run(correlated_normal(), evaluator=evaluator, share_exploration=True)
+    finally:
+        evaluator.close()
+    np.testing.assert_array_equal(posterior_draws(streamed, "x"), posterior_draws(in_process, "x"))
 
 
 def test_with_cores_above_one_pymc_steps_the_pooled_chains_in_turn():

@@ -1,4 +1,4 @@
-"""Kept draws of pooled chains, streamed: no chain waits for another, the same draws in order."""
+"""Draws of pooled chains, streamed: no chain waits for another, the same draws in order."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pymc_rnshmc.step_methods.kept_stream import KeptDrawStream
+from pymc_rnshmc.step_methods.draw_stream import DrawStream
 
 
 class Failures:
@@ -75,12 +75,10 @@ def stream(cluster, draws_left, chains=2):
 
     starts = [np.array([0.0]), np.array([-1000.0])][:chains]
     parts = [CountingChain() for _ in starts]
-    return KeptDrawStream(
-        parts, [None] * chains, [None] * chains, starts, cluster, draws_left, finish
-    )
+    return DrawStream(parts, [None] * chains, [None] * chains, starts, cluster, draws_left, finish)
 
 
-def take(kept: KeptDrawStream, iterations: int) -> list[list[float]]:
+def take(kept: DrawStream, iterations: int) -> list[list[float]]:
     """PyMC's iterations: chain 0's draw, then chain 1's, ``iterations`` times."""
     draws = [[], []]
     for _ in range(iterations):
@@ -110,7 +108,8 @@ def test_with_the_draws_left_unknown_no_chain_draws_past_pymcs_iteration():
 def test_no_chain_draws_past_what_it_was_told():
     kept = stream(SimulatedCluster({False: 1.0, True: 1.0}), draws_left=2)
     take(kept, 2)
-    with pytest.raises(RuntimeError, match="more kept draws"):
+    assert kept.spent  # the pool then goes back to lockstep (or PyMC stops)
+    with pytest.raises(RuntimeError, match="more draws"):
         kept.next_draw(0)
 
 
