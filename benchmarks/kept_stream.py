@@ -9,7 +9,7 @@ solve would; sleeping, the workers leave the cores free, so more workers than co
 what a cluster would), with ``ProcessEvaluator(workers=--workers)``, twice per seed:
 
 - **streamed**: the package's default, each chain's next kept draw begun as soon as its last
-  is back (:mod:`pymc_rnshmc.step_methods.kept_stream`);
+  is back (:mod:`pymc_rnshmc.step_methods.draw_stream`);
 - **lockstep**: the same evaluator with its streaming methods hidden, so every kept round waits
   for the longest of its chains' exact work, as before streaming.
 

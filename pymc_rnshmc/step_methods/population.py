@@ -15,9 +15,9 @@ Each chain keeps its own explorer (PyMC's NUTS and its adaptation), random gener
 point and failure count. After tuning each chain is an ordinary Markov chain of the one frozen
 kernel, so the draws are exact as a single chain's are; the pooled fit is a tuning-time choice,
 frozen with the rest. With an evaluator that streams (worker processes, Dask), the exploration
-before the first fit and the kept draws leave lockstep: each chain's next draw is sent as soon as
-its last is back (:mod:`~pymc_rnshmc.step_methods.draw_stream`). The draws depend on the seed only, not on how
-or where the work is evaluated.
+before the first fit and the kept draws leave lockstep: each chain's next draw is sent as soon
+as its last is back (:mod:`~pymc_rnshmc.step_methods.draw_stream`). The draws depend on the
+seed only, not on how or where the work is evaluated.
 """
 
 from __future__ import annotations
