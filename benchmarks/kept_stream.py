@@ -1,4 +1,4 @@
-"""Pooled chains after tuning: streamed kept draws against lockstep, on worker processes.
+"""Pooled chains streamed (exploring, and after tuning) against lockstep, on worker processes.
 
     python -m benchmarks.kept_stream                   # 4 chains, 4 workers, 50 ms a solve
     python -m benchmarks.kept_stream --chains 8 --workers 8 --seeds 1,2 --output kept_stream_8
@@ -8,14 +8,16 @@ Gaussian, d = 5, whose every logp or logp-and-gradient call sleeps ``--seconds``
 solve would; sleeping, the workers leave the cores free, so more workers than cores measure
 what a cluster would), with ``ProcessEvaluator(workers=--workers)``, twice per seed:
 
-- **streamed**: the package's default, each chain's next kept draw begun as soon as its last
-  is back (:mod:`pymc_rnshmc.step_methods.draw_stream`);
-- **lockstep**: the same evaluator with its streaming methods hidden, so every kept round waits
-  for the longest of its chains' exact work, as before streaming.
+- **streamed**: the package's default: while the chains explore before the first fit, and
+  after tuning, each chain's next draw is begun as soon as its last is back
+  (:mod:`pymc_rnshmc.step_methods.draw_stream`);
+- **lockstep**: the same evaluator with its streaming methods hidden, so every round waits for
+  the longest of its chains' exact work, as before streaming.
 
-Both make the same draws (checked). Reported: the whole call, the kept phase's wall time (from
-the first kept draw's start to the last one's end), and its floor: the busiest chain's own
-exact calls in the kept phase times ``--seconds``. Results go to
+Both make the same draws (checked). Reported: the whole call; the exploration's and the kept
+phase's wall times (the exploration's from the end of every chain's first draw, which starts
+the workers; the kept phase's from its first draw's start to its last one's end); and the kept
+phase's floor, the busiest chain's own exact calls in it times ``--seconds``. Results go to
 ``benchmarks/results/<output>.{json,md}``.
 """
 
@@ -53,13 +55,25 @@ class Lockstep:
         return self.evaluator.explore(requests)
 
 
-def kept_seconds(idata) -> tuple[float, float]:
-    """The kept phase's wall time, and the busiest chain's exact calls in it (one per call)."""
-    stats = idata["sample_stats"]
+def stretch_seconds(stats, draws: slice = slice(None)) -> float:
+    """Wall time of the ``draws`` of every chain: first start to last end."""
+    start = np.asarray(stats["perf_counter_start"].values, dtype=float)[:, draws]
+    end = start + np.asarray(stats["perf_counter_diff"].values, dtype=float)[:, draws]
+    return float(end.max() - start.min())
+
+
+def exploring_seconds(idata) -> float:
+    """Wall time of the warm-up's first rounds, where every chain explores, after the first.
+
+    From the end of every chain's first draw (the workers started, each unpickling the
+    sampler) to the end of the last exploring draw.
+    """
+    stats = idata["warmup_sample_stats"]
+    exploring = (np.asarray(stats["phase"].values) == 0).all(axis=0)
+    rounds = exploring.size if exploring.all() else int(np.argmin(exploring))
     start = np.asarray(stats["perf_counter_start"].values, dtype=float)
     end = start + np.asarray(stats["perf_counter_diff"].values, dtype=float)
-    calls = np.asarray(stats["n_logp_evals"].values, dtype=float).sum(axis=1)
-    return float(end.max() - start.min()), float(calls.max())
+    return float(end[:, rounds - 1].max() - end[:, 0].max())
 
 
 def run_one(streamed: bool, model, args, seed: int):
@@ -74,37 +88,40 @@ def run_one(streamed: bool, model, args, seed: int):
                 random_seed=seed,
                 progressbar=False,
                 compute_convergence_checks=False,
+                discard_tuned_samples=False,
                 evaluator=evaluator if streamed else Lockstep(evaluator),
             )
         whole = time.perf_counter() - start
     finally:
         evaluator.close()
-    kept, busiest_calls = kept_seconds(idata)
+    calls = np.asarray(idata["sample_stats"]["n_logp_evals"].values, dtype=float).sum(axis=1)
     row = {
         "whole call s": round(whole, 1),
-        "kept phase s": round(kept, 1),
-        "kept phase floor s": round(busiest_calls * args.seconds, 1),
+        "exploring s": round(exploring_seconds(idata), 1),
+        "kept phase s": round(stretch_seconds(idata["sample_stats"]), 1),
+        "kept phase floor s": round(float(calls.max()) * args.seconds, 1),
     }
     return row, np.asarray(idata.posterior["x"].values)
 
 
 def markdown(results: dict) -> str:
     lines = [
-        f"## Pooled kept draws, streamed and in lockstep, {results['date']}",
+        f"## Pooled chains, streamed and in lockstep, {results['date']}",
         "",
         f"pymc {results['pymc']}; {results['machine']}; sleeping_normal(dim=5, seconds="
         f"{results['seconds']}); {results['chains']} chains of {results['tune']} + "
         f"{results['draws']}; ProcessEvaluator(workers={results['workers']}).",
         "",
-        "| seed | whole call s, lockstep | whole call s, streamed | kept phase s, lockstep | "
-        "kept phase s, streamed | floor: busiest chain's calls | same draws |",
-        "|---|---|---|---|---|---|---|",
+        "| seed | whole call s, lockstep → streamed | exploring s, lockstep → streamed | "
+        "kept phase s, lockstep → streamed | floor: busiest chain's kept calls | same draws |",
+        "|---|---|---|---|---|---|",
     ]
     for seed, run in results["runs"].items():
         lock, stream = run["lockstep"], run["streamed"]
         lines.append(
-            f"| {seed} | {lock['whole call s']} | {stream['whole call s']} | "
-            f"{lock['kept phase s']} | {stream['kept phase s']} | "
+            f"| {seed} | {lock['whole call s']} → {stream['whole call s']} | "
+            f"{lock['exploring s']} → {stream['exploring s']} | "
+            f"{lock['kept phase s']} → {stream['kept phase s']} | "
             f"{stream['kept phase floor s']} | {run['same draws']} |"
         )
     return "\n".join(lines) + "\n"
