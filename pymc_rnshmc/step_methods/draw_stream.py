@@ -111,7 +111,8 @@ class DrawStream:
         self.left = [draws_left] * len(chains)
         self.made = [0] * len(chains)
         self.iteration = 0
-        """PyMC's kept iterations begun so far (counted at chain 0's call, the first of each)."""
+        """PyMC's iterations of the stretch begun so far (counted at chain 0's call, the first of
+        each)."""
         self.ready: list[deque] = [deque() for _ in chains]
         self.tasks: dict[Any, _Task] = {}
 

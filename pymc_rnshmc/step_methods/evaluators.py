@@ -79,7 +79,7 @@ class Evaluator(Protocol):
 class Streaming(Protocol):
     """An evaluator whose tasks can also be sent and waited for one at a time.
 
-    After tuning, pooled chains do not wait for each other
+    While exploring and after tuning, pooled chains do not wait for each other
     (:mod:`~pymc_rnshmc.step_methods.draw_stream`): each chain's next task is sent as soon as
     its last is back.
     """

@@ -67,7 +67,8 @@ class _Pool:
         self.hooks: list[Any] = []
         self.results: dict[int, tuple[RaveledVars, dict[str, Any]]] = {}
         self.stream: DrawStream | None = None
-        """After tuning, with an evaluator that streams: the chains' kept draws."""
+        """With an evaluator that streams, while exploring and after tuning: the chains'
+        draws."""
         self.points: list[dict] = []
         """Each chain's point when the stream began: the model's dtypes, as PyMC keeps them."""
         self.exploring: dict[int, dict[int, tuple]] = {}
@@ -326,24 +327,29 @@ class PooledSurrogate(PopulationArrayStepShared):
             begun, rng, hooks, evaluate, draw, lambda exact, record: told.append((exact, record))
         )
         q_new, stats = self._timed(index, q_new, stats, started)
-        seconds = stats["perf_counter_diff"] / len(pool.chains)  # the chains draw side by side
-        pool.exploring.setdefault(chain.iter_count, {})[index] = (begun, stats, seconds, told)
+        pool.exploring.setdefault(chain.iter_count, {})[index] = (begun, stats, told)
         self._tell_finished_rounds()
         return q_new, stats
 
     def _tell_finished_rounds(self) -> None:
-        """Tell the warm-up of every round all chains have finished, in lockstep order."""
+        """Tell the warm-up of every round all chains have finished, in lockstep order.
+
+        Each chain's draw is charged the round's longest draw shared among the chains, as a
+        lockstep round charges its wall time: the economy compares these seconds with those
+        of the surrogate's tuning draws, which go in lockstep.
+        """
         pool = self._pool
         while pool.exploring:
             iteration = min(pool.exploring)
             finished = pool.exploring[iteration]
             if len(finished) < len(pool.chains):
                 return
+            longest = max(stats["perf_counter_diff"] for _, stats, _ in finished.values())
             for index in sorted(finished):
-                begun, stats, seconds, told = finished[index]
+                begun, stats, told = finished[index]
                 for draw, record in told:
                     pool.warmup.learn_from_exact(draw, record)
-                pool.chains[index].account(begun, stats, seconds)
+                pool.chains[index].account(begun, stats, longest / len(finished))
             del pool.exploring[iteration]
 
     def _timed(self, index: int, q_new: RaveledVars, stats: dict, started: float):
