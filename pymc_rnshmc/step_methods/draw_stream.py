@@ -59,12 +59,15 @@ class _Task:
     chain: int
     begun: BegunDraw
     request: tuple
-    exploring: bool
-    """An explorer's draw (a safety-net NUTS trajectory), else a surrogate move's ``logp``."""
     started: float
     """``perf_counter`` when the draw was begun."""
     losses: int = 0
     """Times the task was lost with a worker (and sent again)."""
+
+    @property
+    def explorer_draw(self) -> bool:
+        """An explorer's draw (a NUTS trajectory), else a surrogate move's ``logp``."""
+        return self.begun.exact_phase is not None
 
 
 class DrawStream:
@@ -108,7 +111,7 @@ class DrawStream:
         self.positions = list(positions)
         self.evaluator = evaluator
         self.finish = finish
-        self.left = [draws_left] * len(chains)
+        self.draws = draws_left
         self.made = [0] * len(chains)
         self.iteration = 0
         """PyMC's iterations of the stretch begun so far (counted at chain 0's call, the first of
@@ -143,8 +146,8 @@ class DrawStream:
 
         With that number unknown, only the draw of PyMC's current iteration.
         """
-        left = self.left[index]
-        return self.made[index] < self.iteration if left is None else left > 0
+        limit = self.iteration if self.draws is None else self.draws
+        return self.made[index] < limit
 
     def _start_free_chains(self) -> None:
         """Begin the next draw of every chain that has no task in flight and may draw."""
@@ -172,7 +175,7 @@ class DrawStream:
         else:
             self._queue(index, self.finish(index, begun, None, None, started))
             return False
-        self.tasks[future] = _Task(index, begun, request, begun.exact_phase is not None, started)
+        self.tasks[future] = _Task(index, begun, request, started)
         return True
 
     def _take_finished(self, wait: bool) -> None:
@@ -199,7 +202,7 @@ class DrawStream:
             self._queue(task.chain, self._finish(task, result))
 
     def _finish(self, task: _Task, result) -> tuple[RaveledVars, dict[str, Any]]:
-        if task.exploring:
+        if task.explorer_draw:
             draw = take_draw(task.request, result)
             return self.finish(task.chain, task.begun, None, draw, task.started)
         evaluation = take_evaluation(task.request, result)
@@ -219,7 +222,7 @@ class DrawStream:
         if not self.evaluator.recover(error, max(task.losses for task in tasks)):
             raise error
         for task in tasks:
-            send = send_draw if task.exploring else send_evaluation
+            send = send_draw if task.explorer_draw else send_evaluation
             self.tasks[send(self.evaluator.submit, task.request)] = task
 
     def _queue(self, index: int, draw: tuple[RaveledVars, dict[str, Any]]) -> None:
@@ -227,11 +230,11 @@ class DrawStream:
         self.positions[index] = draw[0]
         self.ready[index].append(draw)
         self.made[index] += 1
-        if self.left[index] is not None:
-            self.left[index] -= 1
 
     @property
     def spent(self) -> bool:
         """Whether every chain has made and handed over all its draws of the stretch."""
-        known = all(left == 0 for left in self.left)
-        return known and not self.tasks and not any(self.ready)
+        if self.draws is None:
+            return False
+        made = all(count == self.draws for count in self.made)
+        return made and not self.tasks and not any(self.ready)

@@ -288,7 +288,7 @@ class ProcessEvaluator:
         """
         for restart in range(self.restarts + 1):
             try:
-                return batch(self._submit)
+                return batch(self.submit)
             except BrokenProcessPool as error:
                 broken = error
             self._discard_broken_pool()
@@ -319,10 +319,8 @@ class ProcessEvaluator:
             process.kill()
         self.close()
 
-    def _submit(self, function, *args):
+    def submit(self, function, *args):
         return self._pool.submit(function, self._token, *args)
-
-    submit = _submit
 
     def first_done(self, futures: set) -> set:
         return concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)[0]
@@ -422,10 +420,10 @@ class DaskEvaluator:
     def _batch(self, send, requests):
         """``send(submit, requests)``; again with the sampler scattered anew if it was lost."""
         try:
-            return send(self._submit, requests)
+            return send(self.submit, requests)
         except concurrent.futures.CancelledError:
             self._payload = self.client.scatter(self._pickled, broadcast=True)
-            return send(self._submit, requests)
+            return send(self.submit, requests)
 
     def first_done(self, futures: set) -> set:
         """Wait on this evaluator's client (not Dask's default) until one of ``futures`` is done.
@@ -447,9 +445,6 @@ class DaskEvaluator:
         return True
 
     def submit(self, function, *args):
-        return self._submit(function, *args)
-
-    def _submit(self, function, *args):
         return self.client.submit(
             _installed,
             function,

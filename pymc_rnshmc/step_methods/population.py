@@ -56,6 +56,7 @@ class _Pool:
     """What the chains of one ``pm.sample`` call share: the warm-up, the chains, the results."""
 
     def __init__(self) -> None:
+        self.stream: DrawStream | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -79,10 +80,9 @@ class _Pool:
         """Where the chains were linked: they must be stepped there, in lockstep."""
 
     def stop_stream(self) -> None:
-        """Drop the kept draws' tasks still in flight (a run interrupted, or begun anew)."""
-        stream = getattr(self, "stream", None)
-        if stream is not None:
-            stream.cancel()
+        """Drop the streamed draws' tasks still in flight (a run interrupted, or begun anew)."""
+        if self.stream is not None:
+            self.stream.cancel()
 
 
 class PooledSurrogate(PopulationArrayStepShared):
@@ -279,15 +279,15 @@ class PooledSurrogate(PopulationArrayStepShared):
             return None
         if not any(step.tune for step in pool.steps):
             kept = self._draws if self._draws is not None else self._draws_from_sample
-            return self._stream(kept, self._finish_kept_draw, tune=False)
+            return self._stream(kept, tune=False)
         warmup = pool.warmup
         if warmup.phase != Phase.EXPLORATION or self._tune_steps is None:
             return None
         first_fit = min(warmup.exploration_length(), self._tune_steps)
         draws = first_fit - pool.chains[0].iter_count
-        return self._stream(draws, self._finish_exploring_draw, tune=True) if draws > 1 else None
+        return self._stream(draws, tune=True) if draws > 1 else None
 
-    def _stream(self, draws: int | None, finish, tune: bool) -> DrawStream:
+    def _stream(self, draws: int | None, tune: bool) -> DrawStream:
         """A stream of ``draws`` draws per chain from PyMC's current points."""
         pool = self._pool
         for hooks in pool.hooks:  # as a lockstep round would set them
@@ -299,36 +299,28 @@ class PooledSurrogate(PopulationArrayStepShared):
             for point in pool.points
         ]
         rngs = [step.rng for step in pool.steps]
+        finish = self._finish_streamed_draw
         return DrawStream(
             pool.chains, rngs, pool.hooks, positions, self.evaluator, draws, finish, tune=tune
         )
 
-    def _finish_kept_draw(self, index: int, begun: BegunDraw, evaluation, draw, started: float):
-        """A streamed kept draw's second half; its clock runs from its beginning to now."""
-        pool = self._pool
-        chain, hooks = pool.chains[index], pool.hooks[index]
-        evaluate = _precomputed(evaluation, chain, hooks, tune=False)
-        q_new, stats = chain.finish(begun, pool.steps[index].rng, hooks, evaluate, draw)
-        return self._timed(index, q_new, stats, started)
+    def _finish_streamed_draw(self, index: int, begun: BegunDraw, evaluation, draw, started):
+        """A streamed draw's second half; its clock runs from its beginning to now.
 
-    def _finish_exploring_draw(self, index: int, begun: BegunDraw, evaluation, draw, started):
-        """A streamed exploring draw's second half; what it tells the warm-up waits its turn.
-
-        The warm-up hears of the chains' draws (their evaluations for the record, a Laplace
-        approximation) and their costs in lockstep order, once every chain has finished the
-        round: the record is then the one lockstep makes.
+        An exploring draw's news for the warm-up (its evaluations for the record, a Laplace
+        approximation) and its cost wait their turn: the warm-up hears of them in lockstep
+        order, once every chain has finished the round, so the record is the one lockstep makes.
         """
         pool = self._pool
-        chain, hooks = pool.chains[index], pool.hooks[index]
+        chain, hooks, tune = pool.chains[index], pool.hooks[index], pool.steps[index].tune
         told = []
-        evaluate = _precomputed(evaluation, chain, hooks, tune=True)
-        rng = pool.steps[index].rng
-        q_new, stats = chain.finish(
-            begun, rng, hooks, evaluate, draw, lambda exact, record: told.append((exact, record))
-        )
+        evaluate = _precomputed(evaluation, chain, hooks, tune)
+        tell = (lambda exact, record: told.append((exact, record))) if tune else None
+        q_new, stats = chain.finish(begun, pool.steps[index].rng, hooks, evaluate, draw, tell)
         q_new, stats = self._timed(index, q_new, stats, started)
-        pool.exploring.setdefault(chain.iter_count, {})[index] = (begun, stats, told)
-        self._tell_finished_rounds()
+        if tune:
+            pool.exploring.setdefault(chain.iter_count, {})[index] = (begun, stats, told)
+            self._tell_finished_rounds()
         return q_new, stats
 
     def _tell_finished_rounds(self) -> None:

@@ -93,7 +93,7 @@ def test_a_fast_chain_runs_ahead_of_a_slow_one_with_the_same_draws():
     draws = take(kept, 3)
     assert draws == [[1.0, 2.0, 3.0], [-999.0, -998.0, -997.0]]  # each chain's own sequence
     # while chain 1 made its 3 draws (30 s), chain 0 made all its 20 (in lockstep: 3)
-    assert len(kept.ready[0]) == 17 and kept.left == [0, 17]
+    assert len(kept.ready[0]) == 17 and kept.made == [20, 3]
     assert cluster.clock == pytest.approx(30.0)
 
 
