@@ -343,7 +343,7 @@ def check_frozen(step) -> None:
     """
     assert not step.tune, "the step is still tuning"
     warmup = getattr(step, "_warmup", None)
-    assert warmup is None or warmup.next_refit is None, "the step still plans a refit"
+    assert warmup is None or not warmup.plan.learning, "the step still plans a refit"
     explorer = getattr(step, "_explorer", None)
     assert explorer is None or not explorer.adapting, "the exact explorer still adapts"
 

@@ -8,7 +8,8 @@ exploring and sampling:
   postponing while the fit's held-out error is above ``start_error`` and the schedule allows;
 - **fall back**: exact draws for good (``Phase.EXACT``) when no usable surrogate can be had;
 - **learn**: record the plausible proposals of tuning draws (:meth:`~SurrogateWarmup.learn_from`)
-  and refit when the record has grown, while refits still pay (``ExplorationSchedule``);
+  and refit when the record has grown, while refits still pay (its
+  :class:`~pymc_rnshmc.step_methods.learning_plan.LearningPlan`);
 - **resume**: exact exploration again when the surrogate's exact acceptance collapses
   (:meth:`~SurrogateWarmup.watch_for_collapse`), and a refit when a safety-net draw crossed a
   wall (:meth:`~SurrogateWarmup.refit_behind_wall`);
@@ -21,7 +22,7 @@ exploring and sampling:
   :class:`~pymc_rnshmc.step_methods.economy.Economy`, fed the chain's measured draws).
 
 The start and refit thresholds are the schedule's (:mod:`~pymc_rnshmc.step_methods.schedule`);
-the wall rules' are named here, the collapse's in
+the wall rules' are the learning plan's, the collapse's in
 :mod:`~pymc_rnshmc.step_methods.collapse_watch`. The warm-up never evaluates the model: exact
 draws come to it (the driver records them), and the kernel asks the driver for the exact
 ``logp`` of its proposals (with the gradient while :attr:`SurrogateWarmup.wants_gradients`).
@@ -49,6 +50,7 @@ from pymc_rnshmc.step_methods.collapse_watch import COLLAPSE_WINDOW, CollapseWat
 from pymc_rnshmc.step_methods.dynamics import Dynamics, DynamicsSetting
 from pymc_rnshmc.step_methods.economy import Economy, Verdict
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
+from pymc_rnshmc.step_methods.learning_plan import LearningPlan
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.tuning_alone import AloneTuning
 from pymc_rnshmc.surrogates.base import Capabilities, fit_summary, held_out_error
@@ -60,13 +62,6 @@ _log = logging.getLogger("pymc.rnshmc")
 
 LEARNING_ENERGY_LIMIT = 20.0
 """Proposals whose exact energy error exceeds this (acceptance below 2e-9) are not learned."""
-WALL_REFIT_GROWTH = 1.1
-"""A net draw behind a wall brings a refit once the record has grown by this factor since the
-last fit ..."""
-WALL_REFITS = 2
-"""... at most this many times in a chain. A surrogate that cannot represent the region keeps
-its wall: a test surrogate with a wall built in (``tests/step_methods/helpers.py``) brought 30
-refits of 13 s each in two chains of 800 tuning draws without this limit."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +158,7 @@ class SurrogateWarmup:
         self.draws = draws
         self.chains = int(chains)
         self.economy = Economy(weighs=settings.weighs_costs)
-        self.refit_for_wall = False
+        self.plan = LearningPlan(settings.schedule, settings.learns, self.economy, settings.name)
         self.phase = Phase.EXPLORATION
         self.record = self._new_record()
         self.surrogate = None
@@ -172,13 +167,10 @@ class SurrogateWarmup:
         self.adaptation = None
         self.explored_region: ExploredRegion | None = None
         self.laplace = None
-        self.next_refit: int | None = None
-        self.fit_error = np.nan
         self.postponed_until: int | None = None
         self.fitted_rows = (0, 0)
         self.held_out: tuple[np.ndarray, np.ndarray] | None = None
         self.collapse = CollapseWatch()
-        self.wall_refits = 0
         self.setup_seconds = 0.0
         self.alone = AloneTuning(settings.tunes_on_surrogate, settings.name)
 
@@ -208,7 +200,7 @@ class SurrogateWarmup:
     @property
     def wants_gradients(self) -> bool:
         """Whether a tuning proposal's exact gradient is learned from (ask the model for it)."""
-        return self.next_refit is not None and not self.settings.values_only
+        return self.plan.learning and not self.settings.values_only
 
     def bounded_step_size(self, tune: bool) -> float:
         """The surrogate's adapted step size (last iterate while tuning, else the average).
@@ -229,51 +221,19 @@ class SurrogateWarmup:
 
     # ----------------------------------------------------------------- fits
     def fit_if_due(self, iteration: int, rng, host: WarmupHost) -> None:
-        """The first fit at the end of the exploration, or a refit once the record has grown.
+        """The first fit at the end of the exploration, or a refit when the plan says.
 
-        A refit needs ``refit_adaptation`` tuning draws after it (when the tuning length is
-        known). Learning stops as soon as the next refit could not come in time for them (the
-        record grows by at most a point a draw) or would not pay for itself when due: the exact
-        gradients of the learned proposals would teach nothing.
+        The :class:`~pymc_rnshmc.step_methods.learning_plan.LearningPlan` stops learning as soon
+        as the next refit could not come in time or would not pay: the exact gradients of the
+        learned proposals would teach nothing.
         """
         if self.phase == Phase.EXPLORATION:
             if iteration >= self.exploration_length():
                 self.fit(iteration, rng, host, end_of_tuning=False)
-        elif self.next_refit is not None:
-            if not self._refit_in_time(iteration):
-                self.next_refit = None
-                _log.debug("%s stops learning: no refit can follow.", self.settings.name)
-            elif self.refit_for_wall or self._refit_pays(iteration, host):
-                if len(self.record) >= self.next_refit:
-                    self.refit(iteration, rng, host)
-
-    def _refit_in_time(self, iteration: int) -> bool:
-        """Whether the next refit can come with ``refit_adaptation`` tuning draws after it."""
-        draws_left = self.tuning_draws_left(iteration)
-        if draws_left is None:
-            return True
-        points_to_come = max(self.next_refit - len(self.record), 0)
-        return points_to_come <= draws_left - self.settings.schedule.refit_adaptation
-
-    def _refit_pays(self, iteration: int, host: WarmupHost) -> bool:
-        """Whether the next refit, when due, will cost less than it can save; else learning stops.
-
-        Weighed at every learning draw, with the draws that will be left when the record reaches
-        ``next_refit``. Refits after a safety-net draw crossed a wall are not weighed (they are
-        for trust).
-        """
-        points_to_come = max(self.next_refit - len(self.record), 0)
-        draws_left = max(self.draws_left(iteration) - points_to_come, 0) * host.chains_sharing()
-        points = max(self.next_refit, len(self.record))
-        if self.economy.refit_pays(points, draws_left):
-            return True
-        self.next_refit = None
-        _log.info(
-            "%s stops refitting: a refit on %d points would cost more than it can save.",
-            self.settings.name,
-            points,
-        )
-        return False
+            return
+        tuning_left, draws_left = self.tuning_draws_left(iteration), self.draws_left(iteration)
+        if self.plan.refit_due(len(self.record), tuning_left, draws_left, host.chains_sharing()):
+            self.refit(iteration, rng, host)
 
     def fit(self, iteration: int, rng, host: WarmupHost, end_of_tuning: bool) -> None:
         """Fit, choose the dynamics and start the surrogate phase; or postpone, or fall back."""
@@ -349,14 +309,14 @@ class SurrogateWarmup:
                     surrogate, positions, gradients, rng, host, out_of_time, refit=True
                 )
         except FIT_ERRORS as err:
-            self.next_refit = None
+            self.plan.stop()
             _log.debug("%s keeps its surrogate: the refit failed (%s).", self.settings.name, err)
             return
         finally:
             self.setup_seconds += time.perf_counter() - clock
         self._start(surrogate, choice, positions, gradients, iteration, host, False)
         self.economy.fit_took(positions.shape[0], time.perf_counter() - clock, refit=True)
-        self.refit_for_wall = False
+        self.plan.refitted()
         host.surrogate_installed()
 
     def training_window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -515,7 +475,12 @@ class SurrogateWarmup:
             max_energy_change=settings.max_energy_change,
             values_only=settings.values_only,
         )
-        self._plan_learning(iteration, end_of_tuning)
+        self.plan.after_fit(
+            len(self.record),
+            held_out_error(surrogate),
+            self.tuning_draws_left(iteration),
+            end_of_tuning,
+        )
         self._tell_fit(log_level, gradients.shape[0])
         if end_of_tuning:
             warnings.warn(
@@ -542,19 +507,6 @@ class SurrogateWarmup:
             f"path length {best.path_length:.3g}" if dynamics.chooses_path_length else "NUTS trees",
             best.ess_mean,
         )
-
-    def _plan_learning(self, iteration: int, end_of_tuning: bool) -> None:
-        """After a fit: when to refit next, or ``None`` once refits stop paying."""
-        schedule = self.settings.schedule
-        error = held_out_error(self.surrogate)
-        draws_left = self.tuning_draws_left(iteration)
-        learning = (
-            self.settings.learns
-            and not end_of_tuning
-            and schedule.keeps_learning(len(self.record), error, self.fit_error, draws_left)
-        )
-        self.next_refit = schedule.next_refit(len(self.record)) if learning else None
-        self.fit_error = error
 
     # ----------------------------------------------------------------- while sampling
     def adapt(self, accept: float) -> None:
@@ -599,7 +551,7 @@ class SurrogateWarmup:
         nothing, and its acceptance collapsed).
         """
         evaluation = result.proposal
-        if self.next_refit is None or evaluation is None or not evaluation.exact:
+        if not self.plan.learning or evaluation is None or not evaluation.exact:
             return
         if self.settings.values_only:
             limit = self.record.lowest_potential + LEARNING_ENERGY_LIMIT + self.settings.dim
@@ -628,7 +580,7 @@ class SurrogateWarmup:
         mean_accept = self.collapse.record(accept)
         if mean_accept is None:
             return None
-        self.next_refit = None
+        self.plan.stop()
         schedule, name = self.settings.schedule, self.settings.name
         restart = schedule.postponed_start(iteration + 1)
         if restart > schedule.latest_start(self.tune, self.settings.dim):
@@ -651,21 +603,12 @@ class SurrogateWarmup:
         return "resume"
 
     def refit_behind_wall(self) -> None:
-        """Refit at the next draw (the record holds the net draw that crossed the wall).
+        """Refit at the next draw: the record holds a net draw that crossed a wall.
 
-        Only when learning, once the record has grown by ``WALL_REFIT_GROWTH`` since the last
-        fit, and at most ``WALL_REFITS`` times a chain: a wall the refits cannot remove (a
-        surrogate that cannot represent the region) costs a few refits, not one for every net
-        draw behind it. :meth:`fit_if_due` drops it when too little tuning is left.
+        Within the plan's bounds (:meth:`LearningPlan.refit_behind_wall`); :meth:`fit_if_due`
+        drops it when too little tuning is left.
         """
-        if not self.settings.learns or self.wall_refits >= WALL_REFITS:
-            return
-        if len(self.record) < WALL_REFIT_GROWTH * self.fitted_rows[1]:
-            return
-        self.wall_refits += 1
-        self.refit_for_wall = True
-        if self.next_refit is None or self.next_refit > len(self.record):
-            self.next_refit = len(self.record)
+        self.plan.refit_behind_wall(len(self.record), self.fitted_rows[1])
 
     @property
     def verdict_due(self) -> bool:
@@ -684,7 +627,7 @@ class SurrogateWarmup:
         verdict = self.economy.judge(draws, fit_error, new_metric)
         if not verdict.surrogate_pays:
             self.phase = Phase.EXACT
-            self.next_refit = None
+            self.plan.stop()
             _log.info(
                 "%s continues with %s: its surrogate does not pay on this model (%s).",
                 self.settings.name,
@@ -703,7 +646,7 @@ class SurrogateWarmup:
         """
         if self.phase != Phase.SURROGATE or not self.alone.open_at(iteration, self.tune):
             return False
-        if self.next_refit is not None or self.refit_for_wall:
+        if self.plan.learning or self.plan.for_wall:
             return False
         if self.economy.weighs and self.economy.verdict is None:
             return False
@@ -719,7 +662,7 @@ class SurrogateWarmup:
 
         The points the surrogate was not fitted to are kept for ``plot_surrogate``.
         """
-        self.next_refit = None
+        self.plan.stop()
         self.held_out = self.held_out_points()
         self.record = self._new_record()
 

@@ -35,7 +35,7 @@ from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.schedule import Phase
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 from tests.step_methods.helpers import sample_with
-from tests.step_methods.test_warmup import Host, settings
+from tests.step_methods.test_warmup import settings
 
 
 def ar1(n: int, rho: float, dim: int, seed: int) -> np.ndarray:
@@ -194,7 +194,7 @@ def warmup_due_for_a_second_refit(weighs_costs: bool, surrogate_seconds: float):
     warmup = SurrogateWarmup(settings(weighs_costs=weighs_costs), tune=1000, draws=1000)
     warmup.economy.fit_took(600, 2.0, refit=False)
     warmup.economy.fit_took(600, 2.0, refit=True)
-    warmup.next_refit = 600
+    warmup.plan.next_refit = 600
     for point in np.random.default_rng(1).normal(size=(600, 3)):  # the refit is due
         warmup.record.append(point, 0.5 * point @ point, point)
     for _ in range(50):
@@ -212,8 +212,8 @@ def test_a_warmup_refits_again_only_where_it_pays_when_it_weighs_costs(
 ):
     # the last fit took 2 s (the record has not grown here); 1200 draws left, 5 ms an exact draw
     warmup = warmup_due_for_a_second_refit(weighs_costs, surrogate_seconds)
-    assert warmup._refit_pays(800, Host()) is refits
-    assert (warmup.next_refit is None) is not refits
+    assert warmup.plan.refit_due(600, 200, warmup.draws_left(800), chains=1) is refits
+    assert warmup.plan.learning is refits
 
 
 def test_the_economy_sorts_draws_by_phase_and_judges_once_on_its_windows():

@@ -90,7 +90,7 @@ def test_the_surrogate_is_frozen_after_tuning():
         point, _ = step.step(point)
     assert step.phase == Phase.SURROGATE
     assert step.surrogate is frozen
-    assert step._warmup.next_refit is None
+    assert not step._warmup.plan.learning
 
 
 def test_without_refits_the_first_fit_is_kept():

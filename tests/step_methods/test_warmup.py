@@ -22,7 +22,6 @@ from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.tuning_alone import ALONE_CHECK_EVERY, FINAL_EXACT_DRAWS
 from pymc_rnshmc.step_methods.warmup import (
     COLLAPSE_WINDOW,
-    WALL_REFITS,
     SurrogateWarmup,
     WarmupSettings,
 )
@@ -163,17 +162,6 @@ def test_a_collapse_resumes_exploration_and_too_late_falls_back():
     assert late.phase == Phase.EXACT
 
 
-def test_walls_bring_at_most_a_few_refits():
-    warmup, rng = started(5)
-    refits = 0
-    for _ in range(10):
-        explore(warmup, 20, rng)  # the record grows past the wall-refit threshold
-        warmup.next_refit = None
-        warmup.refit_behind_wall()
-        refits += warmup.next_refit is not None
-    assert refits == WALL_REFITS
-
-
 def test_a_chain_driven_by_hand_tunes_freezes_and_samples_the_target():
     model, host = Gaussian(), Host()
     warmup, rng = started(6)
@@ -223,26 +211,26 @@ def fitted_warmup(**changes) -> SurrogateWarmup:
 
 def test_tuning_moves_on_the_surrogate_alone_only_after_learning_and_before_the_last_draws():
     warmup = fitted_warmup(tunes_on_surrogate=True)
-    assert warmup.next_refit is not None and not warmup.tunes_alone(100)  # still learning
-    warmup.next_refit = None
+    assert warmup.plan.next_refit is not None and not warmup.tunes_alone(100)  # still learning
+    warmup.plan.next_refit = None
     assert warmup.tunes_alone(100) and warmup.moves_alone(101)
     assert not warmup.moves_alone(100)  # every ALONE_CHECK_EVERY-th keeps the exact test
     assert [warmup.moves_alone(i) for i in (100 + ALONE_CHECK_EVERY, 111)] == [False, True]
     assert not warmup.tunes_alone(TUNE - FINAL_EXACT_DRAWS)  # the last draws are exact again
     assert warmup.tunes_alone(TUNE - FINAL_EXACT_DRAWS - 1)
-    warmup.refit_for_wall = True
+    warmup.plan.for_wall = True
     assert not warmup.tunes_alone(101)
     for off in (
         fitted_warmup(tunes_on_surrogate=False),
         SurrogateWarmup(settings(tunes_on_surrogate=True), tune=None),  # PyMC 5: length unknown
     ):
-        off.next_refit = None
+        off.plan.next_refit = None
         assert not off.tunes_alone(101)
 
 
 def test_tuning_alone_waits_for_the_economys_verdict_when_it_weighs_costs():
     warmup = fitted_warmup(tunes_on_surrogate=True)
-    warmup.next_refit, warmup.economy.weighs = None, True
+    warmup.plan.next_refit, warmup.economy.weighs = None, True
     assert not warmup.tunes_alone(101)
     warmup.economy.verdict = Verdict(1e-3, 0.5, 1e-3, 0.5, 100, 100)
     assert warmup.tunes_alone(101)
@@ -250,7 +238,7 @@ def test_tuning_alone_waits_for_the_economys_verdict_when_it_weighs_costs():
 
 def test_a_stretch_ended_by_its_checks_stays_ended_and_a_refit_measures_afresh():
     warmup = fitted_warmup(tunes_on_surrogate=True)
-    warmup.next_refit = None
+    warmup.plan.next_refit = None
     warmup.alone.check(logp=-3.0, surrogate_potential=10.0)
     warmup.alone.end("a test")
     assert not warmup.tunes_alone(101)
@@ -260,11 +248,11 @@ def test_a_stretch_ended_by_its_checks_stays_ended_and_a_refit_measures_afresh()
 
 def test_learning_stops_once_the_next_refit_cannot_come_in_time():
     warmup = fitted_warmup()
-    refit_at, host = warmup.next_refit, Host()
+    refit_at, host = warmup.plan.next_refit, Host()
     adaptation = RNSHMC_SCHEDULE.refit_adaptation
     points_to_come = refit_at - len(warmup.record)
     last_in_time = TUNE - adaptation - points_to_come
     warmup.fit_if_due(last_in_time, np.random.default_rng(9), host)
-    assert warmup.next_refit == refit_at
+    assert warmup.plan.next_refit == refit_at
     warmup.fit_if_due(last_in_time + 1, np.random.default_rng(9), host)
-    assert warmup.next_refit is None and host.installed == 0
+    assert warmup.plan.next_refit is None and host.installed == 0

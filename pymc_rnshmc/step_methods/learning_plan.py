@@ -1,0 +1,154 @@
+"""When a warm-up refits its surrogate while it learns during tuning, and when it stops.
+
+After each fit the plan says at what record size the next refit comes
+(:meth:`LearningPlan.after_fit`), or that learning has ended: the schedule's
+(:meth:`~pymc_rnshmc.step_methods.schedule.ExplorationSchedule.keeps_learning`) says the fit has
+little left to learn. At each tuning draw it drops the refit once it could not come in time for
+the step size to re-adapt after it, or would cost more than it can save
+(:meth:`LearningPlan.refit_due`, the economy's
+:meth:`~pymc_rnshmc.step_methods.economy.Economy.refit_pays`). A safety-net draw that crossed a
+wall of the surrogate brings a refit at once, a bounded number of times
+(:meth:`LearningPlan.refit_behind_wall`). The warm-up asks; the plan holds no record, surrogate
+or model, only sizes and draw counts, so its rules are tested on numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from pymc_rnshmc.step_methods.economy import Economy
+from pymc_rnshmc.step_methods.schedule import ExplorationSchedule
+
+__all__ = ["WALL_REFITS", "WALL_REFIT_GROWTH", "LearningPlan"]
+
+_log = logging.getLogger("pymc.rnshmc")
+
+WALL_REFIT_GROWTH = 1.1
+"""A net draw behind a wall brings a refit once the record has grown by this factor since the
+last fit ..."""
+WALL_REFITS = 2
+"""... at most this many times in a chain. A surrogate that cannot represent the region keeps
+its wall: a test surrogate with a wall built in (``tests/step_methods/helpers.py``) brought 30
+refits of 13 s each in two chains of 800 tuning draws without this limit."""
+
+
+class LearningPlan:
+    """The record size of a warm-up's next refit, or ``None`` once learning has ended.
+
+    Parameters
+    ----------
+    schedule : ExplorationSchedule
+        Its refit growth, learning thresholds and ``refit_adaptation``.
+    learns : bool
+        Whether the warm-up learns during tuning at all (a grid, or values only, may not).
+    economy : Economy
+        Weighs what a refit costs against what it can save.
+    name : str
+        The sampler's name, for the log.
+    """
+
+    def __init__(
+        self, schedule: ExplorationSchedule, learns: bool, economy: Economy, name: str
+    ) -> None:
+        self.schedule = schedule
+        self.learns = learns
+        self.economy = economy
+        self.name = name
+        self.next_refit: int | None = None
+        """Refit once the record holds this many points; ``None``: no refit to come."""
+        self.fit_error = np.nan
+        """The last fit's held-out gradient error (its successor must improve on it)."""
+        self.for_wall = False
+        """The next refit is for a wall a safety-net draw crossed (not weighed against cost)."""
+        self.wall_refits = 0
+
+    @property
+    def learning(self) -> bool:
+        """Whether a refit is planned (tuning proposals' exact gradients are then recorded)."""
+        return self.next_refit is not None
+
+    def after_fit(
+        self, record_size: int, error: float, tuning_draws_left: int | None, end_of_tuning: bool
+    ) -> None:
+        """Plan the next refit after a fit whose held-out gradient error is ``error``."""
+        learning = (
+            self.learns
+            and not end_of_tuning
+            and self.schedule.keeps_learning(record_size, error, self.fit_error, tuning_draws_left)
+        )
+        self.next_refit = self.schedule.next_refit(record_size) if learning else None
+        self.fit_error = error
+
+    def refit_due(
+        self, record_size: int, tuning_draws_left: int | None, draws_left: int, chains: int
+    ) -> bool:
+        """Whether to refit now; drops the plan once a refit cannot come in time or pay.
+
+        A refit needs ``refit_adaptation`` tuning draws after it (when the tuning length is
+        known). Learning stops as soon as the next refit could not come in time for them (the
+        record grows by at most a point a draw) or would not pay for itself when due.
+        ``draws_left``: tuning and kept draws to come for each of the ``chains`` that share the
+        surrogate.
+        """
+        if self.next_refit is None:
+            return False
+        if not self._in_time(record_size, tuning_draws_left):
+            self.stop()
+            _log.debug("%s stops learning: no refit can follow.", self.name)
+            return False
+        if not (self.for_wall or self._pays(record_size, draws_left, chains)):
+            return False
+        return record_size >= self.next_refit
+
+    def _in_time(self, record_size: int, tuning_draws_left: int | None) -> bool:
+        """Whether the next refit can come with ``refit_adaptation`` tuning draws after it."""
+        if tuning_draws_left is None:
+            return True
+        points_to_come = max(self.next_refit - record_size, 0)
+        return points_to_come <= tuning_draws_left - self.schedule.refit_adaptation
+
+    def _pays(self, record_size: int, draws_left: int, chains: int) -> bool:
+        """Whether the next refit, when due, will cost less than it can save; else it stops.
+
+        Weighed at every learning draw, with the draws that will be left when the record reaches
+        ``next_refit``. Refits for a wall are not weighed (they are for trust).
+        """
+        points_to_come = max(self.next_refit - record_size, 0)
+        draws_then = max(draws_left - points_to_come, 0) * chains
+        points = max(self.next_refit, record_size)
+        if self.economy.refit_pays(points, draws_then):
+            return True
+        self.stop()
+        _log.info(
+            "%s stops refitting: a refit on %d points would cost more than it can save.",
+            self.name,
+            points,
+        )
+        return False
+
+    def refit_behind_wall(self, record_size: int, fitted_size: int) -> None:
+        """Refit at the next draw: the record holds a net draw that crossed a wall.
+
+        Only when learning during tuning, once the record has grown by ``WALL_REFIT_GROWTH``
+        since the last fit (on ``fitted_size`` points), and at most ``WALL_REFITS`` times a
+        chain: a wall the refits cannot remove (a surrogate that cannot represent the region)
+        costs a few refits, not one for every net draw behind it.
+        """
+        if not self.learns or self.wall_refits >= WALL_REFITS:
+            return
+        if record_size < WALL_REFIT_GROWTH * fitted_size:
+            return
+        self.wall_refits += 1
+        self.for_wall = True
+        if self.next_refit is None or self.next_refit > record_size:
+            self.next_refit = record_size
+
+    def refitted(self) -> None:
+        """A refit was made (a wall's refit is done)."""
+        self.for_wall = False
+
+    def stop(self) -> None:
+        """No more refits (learning has ended)."""
+        self.next_refit = None

@@ -1,0 +1,85 @@
+"""The learning plan's rules, on record sizes and draw counts alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pymc_rnshmc.step_methods.economy import Economy
+from pymc_rnshmc.step_methods.learning_plan import WALL_REFIT_GROWTH, WALL_REFITS, LearningPlan
+from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE
+
+ADAPTATION = RNSHMC_SCHEDULE.refit_adaptation
+
+
+def plan(learns: bool = True, weighs: bool = False) -> LearningPlan:
+    return LearningPlan(RNSHMC_SCHEDULE, learns, Economy(weighs=weighs), "test")
+
+
+def test_a_first_fit_plans_a_refit_at_the_schedules_growth_unless_it_cannot_learn():
+    learning = plan()
+    learning.after_fit(100, error=0.2, tuning_draws_left=800, end_of_tuning=False)
+    assert learning.next_refit == RNSHMC_SCHEDULE.next_refit(100) == 200
+    assert learning.fit_error == 0.2
+    too_few = 100 + ADAPTATION - 1  # the refit at 200 points would leave too few draws after it
+    for tuning_draws_left, end_of_tuning in ((800, True), (too_few, False)):
+        stopped = plan()
+        stopped.after_fit(100, 0.2, tuning_draws_left, end_of_tuning)
+        assert not stopped.learning
+    not_learning = plan(learns=False)
+    not_learning.after_fit(100, 0.2, tuning_draws_left=800, end_of_tuning=False)
+    assert not not_learning.learning
+
+
+def test_a_refit_that_learned_little_ends_the_plan():
+    learning = plan()
+    learning.after_fit(100, error=0.05, tuning_draws_left=800, end_of_tuning=False)
+    learning.after_fit(200, error=0.049, tuning_draws_left=700, end_of_tuning=False)
+    assert not learning.learning  # below the learned error, and not better by the share asked
+
+
+def test_a_refit_is_due_at_its_record_size_and_dropped_once_it_cannot_come_in_time():
+    learning = plan()
+    learning.after_fit(100, error=0.2, tuning_draws_left=800, end_of_tuning=False)
+    assert not learning.refit_due(199, 500, 1500, chains=1)
+    assert learning.refit_due(200, 500, 1500, chains=1)
+    assert learning.refit_due(250, None, 1500, chains=1)  # PyMC 5: the tuning length unknown
+    last_in_time = 100 + ADAPTATION  # a point a draw: 100 points to come, then the adaptation
+    assert not learning.refit_due(100, last_in_time, 1500, chains=1) and learning.learning
+    assert not learning.refit_due(100, last_in_time - 1, 1500, chains=1)
+    assert not learning.learning
+
+
+def test_a_second_refit_is_dropped_where_it_costs_more_than_it_saves():
+    learning = plan(weighs=True)
+    economy = learning.economy
+    economy.fit_took(600, 2.0, refit=False)
+    economy.fit_took(600, 2.0, refit=True)
+    for _ in range(50):
+        economy.note_draw(0, 15, 5e-3)
+        economy.note_draw(1, 0, 4e-3)
+    learning.next_refit = 600
+    assert not learning.refit_due(600, 200, 1200, chains=1)  # 2 s against 1.2 ms a draw saved
+    assert not learning.learning
+    learning.next_refit = 600
+    assert learning.refit_due(600, 200, 1200, chains=100)  # a hundred chains share the fit
+    learning.for_wall = True
+    assert learning.refit_due(600, 200, 1200, chains=1)  # a wall's refit is not weighed
+
+
+def test_walls_bring_a_refit_at_once_a_few_times_and_only_after_the_record_grew():
+    learning = plan()
+    fitted = 100
+    learning.refit_behind_wall(fitted, fitted)  # nothing new to fit since the last fit
+    assert not learning.learning and not learning.for_wall
+    grown = int(np.ceil(WALL_REFIT_GROWTH * fitted))
+    refits = 0
+    for _ in range(5):
+        learning.stop()
+        learning.refit_behind_wall(grown, fitted)
+        refits += learning.learning and learning.next_refit == grown
+    assert refits == WALL_REFITS and learning.for_wall
+    learning.refitted()
+    assert not learning.for_wall
+    never = plan(learns=False)
+    never.refit_behind_wall(grown, fitted)
+    assert not never.learning
