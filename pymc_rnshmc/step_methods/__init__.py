@@ -2,7 +2,8 @@
 
 from pymc_rnshmc.exceptions import EvaluationTimeout, ModelEvaluationError, SurrogateWarning
 from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
-from pymc_rnshmc.step_methods.population import PooledSurrogate, sample
+from pymc_rnshmc.step_methods.pooled_sampling import sample
+from pymc_rnshmc.step_methods.population import PooledSurrogate
 from pymc_rnshmc.step_methods.rnshmc import RNSHMC
 from pymc_rnshmc.step_methods.rnsrmhmc import RNSRMHMC
 from pymc_rnshmc.step_methods.sparse_grid_hmc import SparseGridHMC

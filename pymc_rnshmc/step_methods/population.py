@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import logging
 import os
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +47,7 @@ from pymc_rnshmc.step_methods.reporting import progressbar_config, progressbar_u
 from pymc_rnshmc.step_methods.schedule import Phase
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
 
-__all__ = ["PooledSurrogate", "sample"]
+__all__ = ["PooledSurrogate"]
 
 
 class _Pool:
@@ -496,21 +494,6 @@ def _precomputed(
     return evaluate
 
 
-@contextlib.contextmanager
-def _without_pymcs_cores_advice():
-    """Drop PyMC's "enable this by passing cores=n" note: here the evaluator parallelizes."""
-    log = logging.getLogger("pymc.sampling.population")
-
-    def keep(record: logging.LogRecord) -> bool:
-        return "Chains are not parallelized" not in record.getMessage()
-
-    log.addFilter(keep)
-    try:
-        yield
-    finally:
-        log.removeFilter(keep)
-
-
 def _check_poolable(sampler, model) -> None:
     """Raise unless ``sampler``'s chains can share one warm-up."""
     from pymc_rnshmc.step_methods.arnshmc import ARNSHMC
@@ -540,115 +523,3 @@ def _check_poolable(sampler, model) -> None:
             f"{type(sampler).__name__} was given a subset (not {', '.join(missing)}). Build "
             "the sampler without vars=, or sample the others another way."
         )
-
-
-def sample(
-    draws: int = 1000,
-    *,
-    tune: int = 1000,
-    chains: int = 4,
-    step=None,
-    model=None,
-    random_seed=None,
-    progressbar: bool = True,
-    evaluator: Evaluator | None = None,
-    share_exploration: bool = False,
-    **kwargs,
-):
-    """Sample ``chains`` chains of one surrogate sampler that share their surrogate.
-
-    As ``pm.sample`` (same arguments, same returned InferenceData or DataTree, the samplers'
-    statistics), with the chains in this process: one warm-up fitted on the exact evaluations
-    of all chains, each round's exact evaluations of all chains given to ``evaluator``
-    together. With worker processes or Dask, while the chains explore and after tuning, each
-    chain's next draw is sent as soon as its last is back, whatever the others are doing.
-
-    Parameters
-    ----------
-    draws, tune, chains, random_seed, progressbar
-        As for ``pm.sample``.
-    step : SurrogateHMC, optional
-        The configured sampler whose chains are pooled; default ``RNSHMC()``.
-    model : pymc.Model, optional
-        Default the model in context.
-    evaluator : Evaluator, optional
-        Where each round's exact evaluations run; default one after the other in this process.
-    share_exploration : bool
-        Let the chains share the exploration before the first fit (:class:`PooledSurrogate`).
-    **kwargs
-        Passed on to ``pm.sample`` (``cores`` is always 1).
-
-    Returns
-    -------
-    InferenceData or DataTree
-        What ``pm.sample`` returns. Interrupted (Ctrl-C) after tuning, the draws made so far
-        (the posterior group only, with a warning); PyMC itself would lose them.
-
-    Raises
-    ------
-    ModelEvaluationError
-        The model failed where the failing-model policy stops, or a served model stopped
-        answering; the chains' draws so far are in its ``draws``, ``(chain, draw, ...)``.
-
-    Examples
-    --------
-    >>> import pymc as pm
-    >>> from pymc_rnshmc import RNSHMC, sample
-    >>> with pm.Model():
-    ...     x = pm.Normal("x", 1, 2, shape=2)
-    ...     step = RNSHMC(exploration_steps=100, weigh_costs=False)
-    ...     idata = sample(
-    ...         draws=200, tune=300, chains=2, step=step, random_seed=1, progressbar=False,
-    ...         compute_convergence_checks=False,
-    ...     )
-    >>> idata.posterior["x"].shape
-    (2, 200, 2)
-    >>> bool(abs(idata.posterior["x"].mean() - 1.0) < 0.3)
-    True
-    """
-    import pymc as pm
-
-    from pymc_rnshmc.step_methods.rnshmc import RNSHMC
-
-    if kwargs.pop("cores", 1) != 1:
-        raise ValueError(
-            "sample() runs its chains in lockstep in one process (cores=1); parallel exact "
-            "evaluations come from the evaluator."
-        )
-    model = modelcontext(model)
-    with model, _without_pymcs_cores_advice():
-        sampler = RNSHMC() if step is None else step
-        pooled = PooledSurrogate(sampler, evaluator=evaluator, share_exploration=share_exploration)
-        pooled._draws_from_sample = draws
-        try:
-            return pm.sample(
-                draws=draws,
-                tune=tune,
-                chains=chains,
-                cores=1,
-                step=pooled,
-                random_seed=random_seed,
-                progressbar=progressbar,
-                **kwargs,
-            )
-        except KeyboardInterrupt:
-            pooled._pool.stop_stream()  # interrupted while PyMC recorded: tasks still out
-            trace = pooled.kept_draws(model)
-            if trace is None:  # interrupted before any draw was kept
-                raise
-            return _draws_so_far(trace, model, kwargs)
-
-
-def _draws_so_far(trace: MultiTrace, model, kwargs: dict):
-    """An interrupted run's draws after tuning, as ``pm.sample`` returns them, with a warning."""
-    import pymc as pm
-
-    warnings.warn(
-        f"Sampling was interrupted: returning the {len(trace)} draws per chain made after "
-        "tuning (the posterior only, without sample statistics or tuning draws).",
-        UserWarning,
-        stacklevel=3,
-    )
-    if not kwargs.get("return_inferencedata", True):
-        return trace
-    return pm.to_inference_data(trace, model=model, **(kwargs.get("idata_kwargs") or {}))
