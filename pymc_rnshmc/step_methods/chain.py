@@ -28,7 +28,7 @@ from pymc_rnshmc.hmc.kernel import PendingDraw, kernel_finish, kernel_propose
 from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.chain_log import ChainLog
-from pymc_rnshmc.step_methods.economy import logp_function_pays
+from pymc_rnshmc.step_methods.economy import TRIAL_DRAWS, logp_function_pays
 from pymc_rnshmc.step_methods.explorers import ExactDraw
 from pymc_rnshmc.step_methods.reporting import ALONE_PHASE, surrogate_draw_stats
 from pymc_rnshmc.step_methods.safety_net import SafetyNet
@@ -337,7 +337,9 @@ class SurrogateChain(WithSamplingState):
         measures the seconds (this chain's :meth:`draw`, or a population's round). Once the
         first surrogate has made enough tuning draws, the warm-up judges whether it pays
         (:meth:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup.judge_sampling`); if not, the
-        exact explorer resumes for good.
+        exact explorer resumes for good. Where exact NUTS would resume with a metric from the
+        chain's draws, it may first be tried for ``TRIAL_DRAWS`` draws, and the surrogate judged
+        against the trial (:meth:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup.end_trial`).
         """
         if not self.tune:
             return
@@ -347,8 +349,12 @@ class SurrogateChain(WithSamplingState):
         if warmup.verdict_due:
             draws, left = np.asarray(self.log.draws), warmup.tuning_draws_left(self.iter_count)
             new_metric = self.explorer.takes_metric_from(draws, left)
-            if not warmup.judge_sampling(draws, new_metric).surrogate_pays:
+            may_try = len(self.sharing) == 1 and (left is None or left >= 2 * TRIAL_DRAWS)
+            warmup.judge_sampling(draws, new_metric, may_try)
+            if warmup.phase == Phase.EXACT:  # given up, or exact NUTS tried with a new metric
                 self.explorer.resume(left, draws)
+        elif warmup.economy.trial_done and warmup.end_trial(np.asarray(self.log.draws)):
+            self.forget_surrogate_values()
 
     def _choose_logp_function(self) -> None:
         """At the first fit, choose the function that evaluates ``logp`` alone.
