@@ -349,7 +349,7 @@ class SurrogateChain(WithSamplingState):
         if warmup.verdict_due:
             draws, left = np.asarray(self.log.draws), warmup.tuning_draws_left(self.iter_count)
             new_metric = self.explorer.takes_metric_from(draws, left)
-            may_try = len(self.sharing) == 1 and (left is None or left >= 2 * TRIAL_DRAWS)
+            may_try = len(self.sharing) == 1 and left is not None and left >= 2 * TRIAL_DRAWS
             warmup.judge_sampling(draws, new_metric, may_try)
             if warmup.phase == Phase.EXACT:  # given up, or exact NUTS tried with a new metric
                 self.explorer.resume(left, draws)
@@ -548,8 +548,14 @@ class SurrogateChain(WithSamplingState):
 
     # ----------------------------------------------------------------- end of tuning
     def stop_tuning(self, rng, hooks: ChainHooks) -> None:
-        """Fit if the chain is still exploring, stop learning, and freeze the kernel."""
+        """Fit if the chain is still exploring, stop learning, and freeze the kernel.
+
+        A trial of exact NUTS that tuning cut short (a step driven outside ``pm.sample``) is
+        judged on the draws it made.
+        """
         warmup = self.warmup
+        if warmup.economy.trial_open:
+            warmup.end_trial(np.asarray(self.log.draws))
         if warmup.phase == Phase.EXPLORATION:
             try:
                 warmup.fit(self.iter_count, rng, _Host(self, hooks), end_of_tuning=True)

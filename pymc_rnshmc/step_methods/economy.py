@@ -30,7 +30,6 @@ and the verdict once given. numpy only. The thresholds are named here and were m
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -108,11 +107,11 @@ TRIAL_DRAWS = 150
 """Exact NUTS draws with a metric from the chain's draws, tried before the verdict where that
 metric is new and the fit is not poor; the surrogate is judged against the trial's last half
 (as against the exploration's; the first half lets the step size, adapted afresh, settle). The
-trial is made only with ``2 * TRIAL_DRAWS`` tuning draws or more left, and not for pooled
-chains (their warm-up is shared)."""
+trial is made only with ``2 * TRIAL_DRAWS`` tuning draws or more left (PyMC 5 does not tell the
+step), and not where chains share one warm-up (pooled chains)."""
 
 
-@dataclass
+@dataclasses.dataclass
 class DrawCosts:
     """Seconds of a chain's tuning draws, outside the fits, by kind.
 
@@ -120,13 +119,13 @@ class DrawCosts:
     round's batches.
     """
 
-    exact: list[float] = field(default_factory=list)
+    exact: list[float] = dataclasses.field(default_factory=list)
     """Seconds of each exact NUTS draw of the exploration (the first includes compiling)."""
-    exact_gradients: list[int] = field(default_factory=list)
+    exact_gradients: list[int] = dataclasses.field(default_factory=list)
     """Gradient evaluations of each of those draws."""
-    surrogate: list[float] = field(default_factory=list)
+    surrogate: list[float] = dataclasses.field(default_factory=list)
     """Seconds of each draw since the last fit (surrogate draws and safety-net draws)."""
-    trial: list[float] = field(default_factory=list)
+    trial: list[float] = dataclasses.field(default_factory=list)
     """Seconds of each exact NUTS draw of the verdict's trial of a new metric."""
 
     def note_exact(self, seconds: float, gradients: int) -> None:
@@ -227,7 +226,7 @@ def effective_draws_per_draw(positions: np.ndarray, reference: np.ndarray | None
     return float(np.min(effective_sample_size_per_draw(both, mean, variance)))
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     """The measured costs behind :func:`sampling_verdict`'s answer."""
 
@@ -340,7 +339,7 @@ EXPLORATION_PHASE, SURROGATE_PHASES, EXACT_PHASE = 0, (1, 2), 3
 an exact draw after the surrogate was given up (or while the verdict tries a new metric)."""
 
 
-@dataclass
+@dataclasses.dataclass
 class Economy:
     """A warm-up's account of what its surrogate costs, and the choices it settles.
 
@@ -350,7 +349,7 @@ class Economy:
     """
 
     weighs: bool = True
-    costs: DrawCosts = field(default_factory=DrawCosts)
+    costs: DrawCosts = dataclasses.field(default_factory=DrawCosts)
     first_fit_at: int | None = None
     """The iteration of the first surrogate's fit (its exploration ends there)."""
     fitted_at: int | None = None
@@ -442,7 +441,8 @@ class Economy:
     @property
     def trial_open(self) -> bool:
         """Whether the verdict's trial of a new metric is under way (not yet judged)."""
-        return self.trial_from is not None and not self.verdict.tried
+        verdict = self.verdict
+        return self.trial_from is not None and verdict is not None and not verdict.tried
 
     @property
     def trial_done(self) -> bool:
