@@ -126,15 +126,11 @@ def _force_verdict(pays: bool) -> None:
 
     "RNSHMC keep" keeps the surrogate whatever the verdict says, "RNSHMC give up" continues
     with exact NUTS when the verdict is due. Both runs are the same chain up to the verdict,
-    so together they show what either answer would have given, at once (no trial of exact NUTS
-    with a new metric first). This process only.
+    so together they show what either answer would have given. This process only.
     """
-    from pymc_rnshmc.step_methods import chain
     from pymc_rnshmc.step_methods.economy import Verdict
 
     Verdict.surrogate_pays = property(lambda verdict: pays)
-    if hasattr(chain, "TRIAL_DRAWS"):  # a tree with the trial: never enough tuning left for it
-        chain.TRIAL_DRAWS = 10**9
 
 
 def _record_verdict_windows() -> None:

@@ -28,7 +28,7 @@ from pymc_rnshmc.hmc.kernel import PendingDraw, kernel_finish, kernel_propose
 from pymc_rnshmc.hmc.transition import CachedPoint, DrawResult
 from pymc_rnshmc.step_methods.acceptance_monitor import AcceptanceMonitor
 from pymc_rnshmc.step_methods.chain_log import ChainLog
-from pymc_rnshmc.step_methods.economy import TRIAL_DRAWS, logp_function_pays
+from pymc_rnshmc.step_methods.economy import logp_function_pays
 from pymc_rnshmc.step_methods.explorers import ExactDraw
 from pymc_rnshmc.step_methods.reporting import ALONE_PHASE, surrogate_draw_stats
 from pymc_rnshmc.step_methods.safety_net import SafetyNet
@@ -337,9 +337,7 @@ class SurrogateChain(WithSamplingState):
         measures the seconds (this chain's :meth:`draw`, or a population's round). Once the
         first surrogate has made enough tuning draws, the warm-up judges whether it pays
         (:meth:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup.judge_sampling`); if not, the
-        exact explorer resumes for good. Where exact NUTS would resume with a metric from the
-        chain's draws, it may first be tried for ``TRIAL_DRAWS`` draws, and the surrogate judged
-        against the trial (:meth:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup.end_trial`).
+        exact explorer resumes for good.
         """
         if not self.tune:
             return
@@ -349,12 +347,8 @@ class SurrogateChain(WithSamplingState):
         if warmup.verdict_due:
             draws, left = np.asarray(self.log.draws), warmup.tuning_draws_left(self.iter_count)
             new_metric = self.explorer.takes_metric_from(draws, left)
-            may_try = len(self.sharing) == 1 and left is not None and left >= 2 * TRIAL_DRAWS
-            warmup.judge_sampling(draws, new_metric, may_try)
-            if warmup.phase == Phase.EXACT:  # given up, or exact NUTS tried with a new metric
+            if not warmup.judge_sampling(draws, new_metric).surrogate_pays:
                 self.explorer.resume(left, draws)
-        elif warmup.economy.trial_done and warmup.end_trial(np.asarray(self.log.draws)):
-            self.forget_surrogate_values()
 
     def _choose_logp_function(self) -> None:
         """At the first fit, choose the function that evaluates ``logp`` alone.
@@ -548,14 +542,8 @@ class SurrogateChain(WithSamplingState):
 
     # ----------------------------------------------------------------- end of tuning
     def stop_tuning(self, rng, hooks: ChainHooks) -> None:
-        """Fit if the chain is still exploring, stop learning, and freeze the kernel.
-
-        A trial of exact NUTS that tuning cut short (a step driven outside ``pm.sample``) is
-        judged on the draws it made.
-        """
+        """Fit if the chain is still exploring, stop learning, and freeze the kernel."""
         warmup = self.warmup
-        if warmup.economy.trial_open:
-            warmup.end_trial(np.asarray(self.log.draws))
         if warmup.phase == Phase.EXPLORATION:
             try:
                 warmup.fit(self.iter_count, rng, _Host(self, hooks), end_of_tuning=True)

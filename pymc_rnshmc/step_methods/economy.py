@@ -17,10 +17,7 @@ each a plain function here (or a method of :class:`Economy`):
 - :func:`sampling_verdict`: after the first fit's surrogate has run ``VERDICT_DRAWS`` tuning
   draws, whether it gives more effective draws per second than the exact NUTS draws of the
   exploration, and whether its fit is too poor to trust that estimate where its draws are not
-  much cheaper; if not, the chain continues with exact NUTS and says why in one line. Where
-  exact NUTS would continue with a metric the exploration did not have, the exploration
-  measured another sampler: exact NUTS is then tried with that metric for ``TRIAL_DRAWS``
-  draws, and the surrogate judged against the trial (:meth:`Economy.open_trial`).
+  much cheaper; if not, the chain continues with exact NUTS and says why in one line.
 
 :class:`Economy` is what a warm-up holds of all this: the costs, its fits' sizes and seconds,
 and the verdict once given. numpy only. The thresholds are named here and were measured with
@@ -29,7 +26,7 @@ and the verdict once given. numpy only. The thresholds are named here and were m
 
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -103,15 +100,8 @@ hierarchical logistic regression with 50 groups (errors 0.21-0.35), the surrogat
 7-10 times cheaper and were kept, at 0.04-0.14 times the ESS per second of PyMC's dense NUTS;
 given up, 1.06-1.26 (``economy_verdict_new_metric3``)."""
 
-TRIAL_DRAWS = 150
-"""Exact NUTS draws with a metric from the chain's draws, tried before the verdict where that
-metric is new and the fit is not poor; the surrogate is judged against the trial's last half
-(as against the exploration's; the first half lets the step size, adapted afresh, settle). The
-trial is made only with ``2 * TRIAL_DRAWS`` tuning draws or more left (PyMC 5 does not tell the
-step), and not where chains share one warm-up (pooled chains)."""
 
-
-@dataclasses.dataclass
+@dataclass
 class DrawCosts:
     """Seconds of a chain's tuning draws, outside the fits, by kind.
 
@@ -119,14 +109,12 @@ class DrawCosts:
     round's batches.
     """
 
-    exact: list[float] = dataclasses.field(default_factory=list)
+    exact: list[float] = field(default_factory=list)
     """Seconds of each exact NUTS draw of the exploration (the first includes compiling)."""
-    exact_gradients: list[int] = dataclasses.field(default_factory=list)
+    exact_gradients: list[int] = field(default_factory=list)
     """Gradient evaluations of each of those draws."""
-    surrogate: list[float] = dataclasses.field(default_factory=list)
+    surrogate: list[float] = field(default_factory=list)
     """Seconds of each draw since the last fit (surrogate draws and safety-net draws)."""
-    trial: list[float] = dataclasses.field(default_factory=list)
-    """Seconds of each exact NUTS draw of the verdict's trial of a new metric."""
 
     def note_exact(self, seconds: float, gradients: int) -> None:
         self.exact.append(float(seconds))
@@ -155,12 +143,6 @@ class DrawCosts:
         if len(self.exact) < 2:
             return 0.0
         return max(0.0, self.exact[0] - float(np.median(self.exact[1:])))
-
-    def trial_draw_seconds(self) -> float:
-        """Mean seconds of the last half of the trial's draws (NaN before two)."""
-        if len(self.trial) < 2:
-            return np.nan
-        return float(np.mean(self.trial[len(self.trial) // 2 :]))
 
     def surrogate_draw_seconds(self) -> float:
         """Mean seconds of the draws since the last fit, the first two left out (NaN before)."""
@@ -226,7 +208,7 @@ def effective_draws_per_draw(positions: np.ndarray, reference: np.ndarray | None
     return float(np.min(effective_sample_size_per_draw(both, mean, variance)))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Verdict:
     """The measured costs behind :func:`sampling_verdict`'s answer."""
 
@@ -243,8 +225,6 @@ class Verdict:
     new_metric: bool = False
     """Whether exact NUTS would continue with a metric from the chain's correlated draws, which
     the exploration measured here did not have."""
-    tried: bool = False
-    """Whether exact NUTS was measured in a trial with that metric (not in the exploration)."""
 
     @property
     def exact_cost(self) -> float:
@@ -294,13 +274,10 @@ class Verdict:
                 f"draws took {1e3 * self.surrogate_seconds:.3g} ms against exact NUTS's "
                 f"{1e3 * self.exact_seconds:.3g} ms (measured while tuning)"
             )
-        measured = "while tuning"
-        if self.tried:
-            measured = "in a trial with a metric from the chain's draws"
         return (
             f"its draws took {1e3 * self.surrogate_seconds:.3g} ms for "
             f"{self.surrogate_ess:.2f} effective draws each, exact NUTS's "
-            f"{1e3 * self.exact_seconds:.3g} ms for {self.exact_ess:.2f} (measured {measured})"
+            f"{1e3 * self.exact_seconds:.3g} ms for {self.exact_ess:.2f} (measured while tuning)"
         )
 
 
@@ -334,12 +311,11 @@ def sampling_verdict(
     )
 
 
-EXPLORATION_PHASE, SURROGATE_PHASES, EXACT_PHASE = 0, (1, 2), 3
-"""A draw's ``phase`` stat: an exact exploration draw; a surrogate move or a safety-net draw;
-an exact draw after the surrogate was given up (or while the verdict tries a new metric)."""
+EXPLORATION_PHASE, SURROGATE_PHASES = 0, (1, 2)
+"""A draw's ``phase`` stat: an exact exploration draw; a surrogate move or a safety-net draw."""
 
 
-@dataclasses.dataclass
+@dataclass
 class Economy:
     """A warm-up's account of what its surrogate costs, and the choices it settles.
 
@@ -349,7 +325,7 @@ class Economy:
     """
 
     weighs: bool = True
-    costs: DrawCosts = dataclasses.field(default_factory=DrawCosts)
+    costs: DrawCosts = field(default_factory=DrawCosts)
     first_fit_at: int | None = None
     """The iteration of the first surrogate's fit (its exploration ends there)."""
     fitted_at: int | None = None
@@ -359,8 +335,6 @@ class Economy:
     """Points and seconds of the last fit or refit."""
     refits: int = 0
     verdict: Verdict | None = None
-    trial_from: int | None = None
-    """The iteration at which the verdict's trial of a new metric began (``None``: none)."""
 
     def note_draw(self, phase: int, gradients: int, seconds: float) -> None:
         """One tuning draw's ``phase`` stat, gradient evaluations and seconds (fits left out)."""
@@ -368,8 +342,6 @@ class Economy:
             self.costs.note_exact(seconds, gradients)
         elif phase in SURROGATE_PHASES:
             self.costs.note_surrogate(seconds)
-        elif phase == EXACT_PHASE and self.trial_open:
-            self.costs.trial.append(float(seconds))
 
     def surrogate_started(self, iteration: int) -> None:
         """A surrogate was installed at ``iteration``: its draws are measured afresh."""
@@ -431,32 +403,4 @@ class Economy:
         exploration, since_fit = draws[: self.first_fit_at], draws[self.fitted_at :]
         seconds = (self.costs.exact_draw_seconds(), self.costs.surrogate_draw_seconds())
         self.verdict = sampling_verdict(seconds, exploration, since_fit, fit_error, new_metric)
-        return self.verdict
-
-    def open_trial(self, iteration: int) -> None:
-        """Exact NUTS with a new metric from ``iteration`` on, to be judged after its trial."""
-        self.trial_from = iteration
-        self.costs.trial = []
-
-    @property
-    def trial_open(self) -> bool:
-        """Whether the verdict's trial of a new metric is under way (not yet judged)."""
-        verdict = self.verdict
-        return self.trial_from is not None and verdict is not None and not verdict.tried
-
-    @property
-    def trial_done(self) -> bool:
-        """Whether the trial has made its ``TRIAL_DRAWS`` draws and waits for its verdict."""
-        return self.trial_open and len(self.costs.trial) >= TRIAL_DRAWS
-
-    def judge_trial(self, draws: np.ndarray, fit_error: float = np.nan) -> Verdict:
-        """The verdict on the surrogate's draws before the trial against the trial's.
-
-        ``draws``: the chain's positions so far ``(n, d)``; the surrogate's window ends where
-        the trial began, and the trial's last half is the exact NUTS window.
-        """
-        trial, since_fit = draws[self.trial_from :], draws[self.fitted_at : self.trial_from]
-        seconds = (self.costs.trial_draw_seconds(), self.costs.surrogate_draw_seconds())
-        verdict = sampling_verdict(seconds, trial, since_fit, fit_error)
-        self.verdict = dataclasses.replace(verdict, tried=True)
         return self.verdict

@@ -231,8 +231,6 @@ class SurrogateWarmup:
             if iteration >= self.exploration_length():
                 self.fit(iteration, rng, host, end_of_tuning=False)
             return
-        if self.phase != Phase.SURROGATE:  # exact for good, or trying exact NUTS: no refit
-            return
         tuning_left, draws_left = self.tuning_draws_left(iteration), self.draws_left(iteration)
         if self.plan.refit_due(len(self.record), tuning_left, draws_left, host.chains_sharing()):
             self.refit(iteration, rng, host)
@@ -617,62 +615,26 @@ class SurrogateWarmup:
         """Whether the first surrogate has made enough tuning draws to judge what it pays."""
         return self.phase == Phase.SURROGATE and self.economy.verdict_due
 
-    def judge_sampling(
-        self, draws: np.ndarray, new_metric: bool = False, may_try: bool = False
-    ) -> Verdict:
+    def judge_sampling(self, draws: np.ndarray, new_metric: bool = False) -> Verdict:
         """Continue with exact NUTS for good if the surrogate does not pay (one log line).
 
         ``draws``: the chain's positions so far ``(n, d)``, judged by the economy with the
         surrogate's held-out gradient error
         (:meth:`~pymc_rnshmc.step_methods.economy.Economy.judge`); ``new_metric``: whether
         exact NUTS would continue with a metric from these draws. Once a chain.
-
-        With a new metric and a fit that is not poor, the exploration measured another sampler
-        than exact NUTS would now be. If ``may_try`` (tuning draws left for it), exact NUTS
-        with that metric is tried first: the phase is exact for ``TRIAL_DRAWS`` draws, then
-        :meth:`end_trial` judges.
         """
-        verdict = self.economy.judge(draws, self._verdict_fit_error(), new_metric)
-        if new_metric and may_try and not verdict.poor_fit:
-            self.economy.open_trial(len(draws))
+        fit_error = np.nan if self.settings.values_only else held_out_error(self.surrogate)
+        verdict = self.economy.judge(draws, fit_error, new_metric)
+        if not verdict.surrogate_pays:
             self.phase = Phase.EXACT
-            _log.debug(
-                "%s tries %s with a metric from its draws before judging its surrogate.",
+            self.plan.stop()
+            _log.info(
+                "%s continues with %s: its surrogate does not pay on this model (%s).",
                 self.settings.name,
                 self.settings.exact_sampler,
+                verdict.reason(),
             )
-        elif not verdict.surrogate_pays:
-            self._give_up(verdict)
         return verdict
-
-    def end_trial(self, draws: np.ndarray) -> bool:
-        """Judge the surrogate against the trial of exact NUTS; return to it if it pays.
-
-        ``draws``: the chain's positions so far ``(n, d)``
-        (:meth:`~pymc_rnshmc.step_methods.economy.Economy.judge_trial`). Returns whether the
-        surrogate phase resumes (with the surrogate, kernel and step-size adaptation it had).
-        """
-        verdict = self.economy.judge_trial(draws, self._verdict_fit_error())
-        if not verdict.surrogate_pays:
-            self._give_up(verdict)
-            return False
-        self.phase = Phase.SURROGATE
-        _log.debug("%s keeps its surrogate: %s.", self.settings.name, verdict.reason())
-        return True
-
-    def _verdict_fit_error(self) -> float:
-        """The held-out gradient error the verdict weighs (NaN for a fit to values only)."""
-        return np.nan if self.settings.values_only else held_out_error(self.surrogate)
-
-    def _give_up(self, verdict: Verdict) -> None:
-        self.phase = Phase.EXACT
-        self.plan.stop()
-        _log.info(
-            "%s continues with %s: its surrogate does not pay on this model (%s).",
-            self.settings.name,
-            self.settings.exact_sampler,
-            verdict.reason(),
-        )
 
     # ----------------------------------------------------------------- tuning on the surrogate
     def tunes_alone(self, iteration: int) -> bool:

@@ -19,7 +19,6 @@ import pytest
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate
 from pymc_rnshmc.step_methods.economy import (
     SETUP_SHARE,
-    TRIAL_DRAWS,
     VERDICT_COST_RATIO,
     VERDICT_DRAWS,
     VERDICT_FIT_ERROR,
@@ -35,8 +34,6 @@ from pymc_rnshmc.step_methods.economy import (
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.schedule import Phase
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
-from pymc_rnshmc.surrogates import laplace
-from tests.checks import TUNE_KNOWN
 from tests.step_methods.helpers import sample_with
 from tests.step_methods.test_warmup import settings
 
@@ -193,74 +190,6 @@ def test_the_warmup_judges_a_gradient_fit_by_its_error_and_a_values_fit_without(
     assert verdict.poor_fit is gives_up and (warmup.phase == Phase.EXACT) is gives_up
 
 
-def warmup_at_its_verdict(fit_error: float) -> tuple[SurrogateWarmup, np.ndarray]:
-    """A warm-up whose surrogate made ``VERDICT_DRAWS`` draws after 200 exploring ones.
-
-    The exploration mixed well (independent draws), the surrogate's draws less (AR(1), 0.5),
-    at the same seconds each: judged against the exploration, the surrogate does not pay.
-    """
-    warmup = SurrogateWarmup(settings(), tune=1000, draws=1000)
-    warmup.surrogate = SimpleNamespace(report=SimpleNamespace(gradient_error=fit_error))
-    warmup.phase, warmup.plan.next_refit = Phase.SURROGATE, 400  # learning
-    for _ in range(200):
-        warmup.economy.note_draw(0, 7, 1e-3)
-    warmup.economy.surrogate_started(iteration=200)
-    for _ in range(VERDICT_DRAWS):
-        warmup.economy.note_draw(1, 0, 1e-3)
-    draws = np.concatenate([ar1(200, 0.0, 3, seed=1), ar1(VERDICT_DRAWS, 0.5, 3, seed=2)])
-    return warmup, draws
-
-
-@pytest.mark.parametrize(("trial_seconds", "keeps"), [(5e-3, True), (0.5e-3, False)])
-def test_a_new_metric_is_tried_before_the_verdict_and_the_surrogate_judged_against_it(
-    trial_seconds, keeps
-):
-    """Exact NUTS with a new metric is not the sampler the exploration measured."""
-    warmup, draws = warmup_at_its_verdict(fit_error=0.5 * VERDICT_FIT_ERROR)
-    assert not warmup.economy.judge(draws).surrogate_pays  # against the exploration
-    warmup.economy.verdict = None
-    warmup.judge_sampling(draws, new_metric=True, may_try=True)
-    assert warmup.phase == Phase.EXACT and warmup.economy.trial_open
-    assert warmup.verdict_due is False  # judged once: the trial's verdict follows
-    for _ in range(TRIAL_DRAWS - 1):
-        warmup.economy.note_draw(3, 7, trial_seconds)
-    assert not warmup.economy.trial_done
-    warmup.economy.note_draw(3, 7, trial_seconds)
-    assert warmup.economy.trial_done
-    trial = np.concatenate([draws, ar1(TRIAL_DRAWS, 0.0, 3, seed=3)])
-    assert warmup.end_trial(trial) is keeps
-    verdict = warmup.economy.verdict
-    assert verdict.tried and verdict.exact_draws == TRIAL_DRAWS // 2
-    assert verdict.surrogate_draws == VERDICT_DRAWS
-    assert verdict.exact_seconds == pytest.approx(trial_seconds)
-    assert (warmup.phase == Phase.SURROGATE) is keeps and not warmup.economy.trial_open
-    assert warmup.plan.learning is keeps
-    assert keeps or "in a trial" in verdict.reason()
-
-
-def test_a_trial_cut_short_is_judged_on_the_draws_it_made():
-    warmup, draws = warmup_at_its_verdict(fit_error=0.5 * VERDICT_FIT_ERROR)
-    warmup.judge_sampling(draws, new_metric=True, may_try=True)
-    for _ in range(40):
-        warmup.economy.note_draw(3, 7, 0.5e-3)
-    assert warmup.economy.trial_open and not warmup.economy.trial_done
-    warmup.end_trial(np.concatenate([draws, ar1(40, 0.0, 3, seed=3)]))
-    assert not warmup.economy.trial_open and warmup.economy.verdict.exact_draws == 20
-
-
-@pytest.mark.parametrize(
-    ("fit_error", "new_metric", "may_try"),
-    [(2 * VERDICT_FIT_ERROR, True, True), (0.0, False, True), (0.0, True, False)],
-)
-def test_no_trial_for_a_poor_fit_without_a_new_metric_or_where_it_may_not(
-    fit_error, new_metric, may_try
-):
-    warmup, draws = warmup_at_its_verdict(fit_error)
-    verdict = warmup.judge_sampling(draws, new_metric=new_metric, may_try=may_try)
-    assert warmup.economy.trial_from is None and not warmup.economy.trial_open
-    assert (warmup.phase == Phase.EXACT) is not verdict.surrogate_pays
-
-
 def warmup_due_for_a_second_refit(weighs_costs: bool, surrogate_seconds: float):
     warmup = SurrogateWarmup(settings(weighs_costs=weighs_costs), tune=1000, draws=1000)
     warmup.economy.fit_took(600, 2.0, refit=False)
@@ -379,33 +308,3 @@ def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
     assert np.all(phase == 3)
     draws = np.asarray(idata.posterior["x"].values).reshape(-1, 2)
     assert np.all(np.abs(draws.mean(axis=0) - [1.0, -1.0]) < 4 * np.array([0.5, 2.0]) / 10)
-
-
-def test_a_chain_tries_exact_nuts_with_a_metric_from_its_draws_before_its_verdict(monkeypatch):
-    """No Laplace approximation, draws correlated 0.99: exact NUTS would take a new metric."""
-    monkeypatch.setattr(laplace, "LOG_WEIGHT_SPREAD", -1.0)  # every approximation refused
-    covariance = np.array([[1.0, 0.99 * 3.0], [0.99 * 3.0, 9.0]])
-    with pm.Model() as model:
-        pm.MvNormal("x", mu=np.zeros(2), cov=covariance)
-    idata, step = sample_with(
-        RNSHMC,
-        model,
-        tune=800,
-        draws=400,
-        seed=3,
-        chains=1,
-        keep_tuning=True,
-        weigh_costs=True,
-        exploration_steps=200,
-    )
-    economy = step._chain.warmup.economy
-    if not TUNE_KNOWN:  # PyMC 5 does not tell the step how long tuning is: no trial
-        assert economy.trial_from is None and economy.verdict.new_metric
-        return
-    assert economy.trial_from is not None and economy.verdict.tried
-    phase = np.asarray(idata.warmup_sample_stats["phase"].values).ravel()
-    assert np.all(phase[economy.trial_from : economy.trial_from + TRIAL_DRAWS] == 3)
-    after = phase[economy.trial_from + TRIAL_DRAWS :]
-    assert bool(np.all(after != 3)) is economy.verdict.surrogate_pays
-    draws = np.asarray(idata.posterior["x"].values).reshape(-1, 2)
-    assert np.all(np.abs(draws.mean(axis=0)) < 4 * np.array([1.0, 3.0]) / 8)
