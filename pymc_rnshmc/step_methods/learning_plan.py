@@ -61,7 +61,9 @@ class LearningPlan:
         self.fit_error = np.nan
         """The last fit's held-out gradient error (its successor must improve on it)."""
         self.for_wall = False
-        """The next refit is for a wall a safety-net draw crossed (not weighed against cost)."""
+        """The next refit is for a wall a safety-net draw crossed (not weighed against cost).
+        Cleared by the refit, or by :meth:`stop`: a wall's refit that could not come in time
+        once kept tuning from moving on the surrogate alone to the end."""
         self.wall_refits = 0
 
     @property
@@ -150,5 +152,6 @@ class LearningPlan:
         self.for_wall = False
 
     def stop(self) -> None:
-        """No more refits (learning has ended)."""
+        """No more refits (learning has ended), a wall's included."""
         self.next_refit = None
+        self.for_wall = False
