@@ -281,7 +281,7 @@ class PooledSurrogate(PopulationArrayStepShared):
         warmup = pool.warmup
         if warmup.phase != Phase.EXPLORATION or self._tune_steps is None:
             return None
-        first_fit = min(warmup.exploration_length(), self._tune_steps)
+        first_fit = min(warmup.start.exploration_length(), self._tune_steps)
         draws = first_fit - pool.chains[0].iter_count
         return self._stream(draws, tune=True) if draws > 1 else None
 

@@ -52,6 +52,7 @@ from pymc_rnshmc.step_methods.economy import Economy, Verdict
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
 from pymc_rnshmc.step_methods.learning_plan import LearningPlan
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
+from pymc_rnshmc.step_methods.start_rule import StartRule
 from pymc_rnshmc.step_methods.tuning_alone import AloneTuning
 from pymc_rnshmc.surrogates.base import Capabilities, fit_summary, held_out_error
 from pymc_rnshmc.surrogates.training import TrainingBuffer
@@ -167,7 +168,15 @@ class SurrogateWarmup:
         self.adaptation = None
         self.explored_region: ExploredRegion | None = None
         self.laplace = None
-        self.postponed_until: int | None = None
+        self.start = StartRule(
+            settings.schedule,
+            settings.exploration_steps,
+            settings.start_error,
+            tune,
+            settings.dim,
+            self.chains,
+            settings.name,
+        )
         self.fitted_rows = (0, 0)
         self.held_out: tuple[np.ndarray, np.ndarray] | None = None
         self.collapse = CollapseWatch()
@@ -178,15 +187,6 @@ class SurrogateWarmup:
         return TrainingBuffer(self.settings.dim, with_gradients=not self.settings.values_only)
 
     # ----------------------------------------------------------------- schedule
-    def exploration_length(self) -> int:
-        """Exploration draws before the (next) first fit."""
-        if self.postponed_until is not None:
-            return self.postponed_until
-        if self.settings.exploration_steps is not None:
-            return self.settings.exploration_steps
-        schedule = self.settings.schedule
-        return schedule.exploration_length(self.tune, self.settings.dim, self.chains)
-
     def tuning_draws_left(self, iteration: int) -> int | None:
         """Tuning draws still to come (``None`` on PyMC 5)."""
         return None if self.tune is None else self.tune - iteration
@@ -228,7 +228,7 @@ class SurrogateWarmup:
         learned proposals would teach nothing.
         """
         if self.phase == Phase.EXPLORATION:
-            if iteration >= self.exploration_length():
+            if iteration >= self.start.exploration_length():
                 self.fit(iteration, rng, host, end_of_tuning=False)
             return
         tuning_left, draws_left = self.tuning_draws_left(iteration), self.draws_left(iteration)
@@ -272,7 +272,7 @@ class SurrogateWarmup:
                 "which is correct but gets no speed-up.",
             )
             return
-        if not self._ready_to_start(surrogate, iteration, end_of_tuning):
+        if self.start.postpones(held_out_error(surrogate), iteration, end_of_tuning):
             return
         try:
             out_of_time = self._setup_deadline(started, iteration, host)
@@ -352,33 +352,8 @@ class SurrogateWarmup:
             rng.spawn(1)[0],
         )
 
-    def _ready_to_start(self, surrogate, iteration: int, end_of_tuning: bool) -> bool:
-        """Whether to start with this fit.
-
-        Not if its held-out error exceeds ``start_error`` and the start can still be postponed
-        (early exploration draws may not have reached the bulk yet).
-        """
-        start_error = self.settings.start_error
-        if end_of_tuning or start_error is None:
-            return True
-        if not held_out_error(surrogate) > start_error:
-            return True
-        return not self._postpone_start(iteration)
-
-    def _postpone_start(self, iteration: int) -> bool:
-        """Keep exploring (``True``) if the schedule allows another try before its latest."""
-        schedule = self.settings.schedule
-        if not schedule.early:
-            return False
-        next_try = schedule.postponed_start(iteration)
-        if next_try > schedule.latest_start(self.tune, self.settings.dim):
-            return False
-        self.postponed_until = next_try
-        _log.debug("%s keeps exploring until draw %d.", self.settings.name, next_try)
-        return True
-
     def _postpone_or_fall_back(self, iteration: int, end_of_tuning: bool, message: str) -> None:
-        if not end_of_tuning and self._postpone_start(iteration):
+        if not end_of_tuning and self.start.postpone(iteration):
             return
         self._fall_back_to_exact(message)
 
@@ -485,7 +460,7 @@ class SurrogateWarmup:
         if end_of_tuning:
             warnings.warn(
                 f"Tuning ended before {settings.name} finished exploring (draw {iteration} of "
-                f"{self.exploration_length()}), so the surrogate dynamics use the step size "
+                f"{self.start.exploration_length()}), so the surrogate dynamics use the step size "
                 "chosen by simulation on the surrogate, without re-adaptation on the exact "
                 "acceptance. Increase `tune` or lower `exploration_steps` for better acceptance.",
                 SurrogateWarning,
@@ -581,9 +556,9 @@ class SurrogateWarmup:
         if mean_accept is None:
             return None
         self.plan.stop()
-        schedule, name = self.settings.schedule, self.settings.name
-        restart = schedule.postponed_start(iteration + 1)
-        if restart > schedule.latest_start(self.tune, self.settings.dim):
+        name = self.settings.name
+        restart = self.start.restart(iteration)
+        if restart is None:
             self._fall_back_to_exact(
                 f"{name}'s surrogate proposals were almost all rejected late in tuning (mean "
                 f"exact acceptance {mean_accept:.2f} over {COLLAPSE_WINDOW} draws), too late to "
@@ -592,7 +567,6 @@ class SurrogateWarmup:
             )
             return "exact"
         self.phase = Phase.EXPLORATION
-        self.postponed_until = restart
         _log.debug(
             "%s resumes %s until draw %d: its surrogate's exact acceptance was %.2f.",
             name,

@@ -84,7 +84,7 @@ def test_the_chains_share_one_warm_up_and_its_kernel(correlated_run):
     assert [chain.log.tuning_draws for chain in chains] == [TUNE] * CHAINS
     # the fits saw every chain's exploration (the record itself goes when tuning ends)
     warmup = chains[0].warmup
-    assert warmup.fitted_rows[1] >= CHAINS * warmup.exploration_length()
+    assert warmup.fitted_rows[1] >= CHAINS * warmup.start.exploration_length()
     assert len({id(chain.explorer) for chain in chains}) == CHAINS, "each chain its own NUTS"
 
 
@@ -117,7 +117,7 @@ def test_the_pooled_chains_are_exact(correlated_run):
 def test_chains_sharing_the_exploration_explore_less_each_and_stay_exact():
     idata, pooled = pooled_run(correlated_normal(), share_exploration=True)
     warmup = pooled._pool.chains[0].warmup
-    assert warmup.exploration_length() == 50  # one chain alone: 20 % of 300 tuning draws, 60
+    assert warmup.start.exploration_length() == 50  # one chain alone: 20 % of 300 tuning draws, 60
     phases = sample_stat(idata, "phase")
     assert (phases == 1).mean() > 0.8
     assert_correlated_normal(idata, "pooled RNSHMC sharing its exploration")

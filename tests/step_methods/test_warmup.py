@@ -104,7 +104,7 @@ def explore(warmup: SurrogateWarmup, n: int, rng) -> None:
 def test_the_first_fit_comes_at_the_schedules_exploration_length_and_makes_a_kernel():
     rng, host = np.random.default_rng(1), Host()
     warmup = SurrogateWarmup(settings(), TUNE)
-    length = warmup.exploration_length()
+    length = warmup.start.exploration_length()
     assert length == max(50, round(0.2 * TUNE))
     explore(warmup, length, rng)
     warmup.fit_if_due(length - 1, rng, host)
@@ -127,7 +127,7 @@ def test_the_first_fit_comes_at_the_schedules_exploration_length_and_makes_a_ker
 )
 def test_pooled_chains_share_the_exploration(tune, chains, length):
     assert RNSHMC_SCHEDULE.exploration_length(tune, 5, chains) == length
-    assert SurrogateWarmup(settings(), tune, chains).exploration_length() == length
+    assert SurrogateWarmup(settings(), tune, chains).start.exploration_length() == length
 
 
 def test_too_few_draws_at_the_end_of_tuning_fall_back_to_exact_draws():
@@ -153,7 +153,7 @@ def test_a_collapse_resumes_exploration_and_too_late_falls_back():
     for _ in range(COLLAPSE_WINDOW - 1):
         assert warmup.watch_for_collapse(0.0, 100) is None
     assert warmup.watch_for_collapse(0.0, 100) == "resume"
-    assert warmup.phase == Phase.EXPLORATION and warmup.postponed_until == 152
+    assert warmup.phase == Phase.EXPLORATION and warmup.start.postponed_until == 152
     late, _ = started(4)
     for _ in range(COLLAPSE_WINDOW - 1):
         late.watch_for_collapse(0.0, 250)
