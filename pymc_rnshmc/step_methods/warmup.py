@@ -155,7 +155,6 @@ class SurrogateWarmup:
         self, settings: WarmupSettings, tune: int | None, chains: int = 1, draws: int | None = None
     ) -> None:
         self.settings = settings
-        self.tune = tune
         self.draws = draws
         self.chains = int(chains)
         self.economy = Economy(weighs=settings.weighs_costs)
@@ -187,6 +186,11 @@ class SurrogateWarmup:
         return TrainingBuffer(self.settings.dim, with_gradients=not self.settings.values_only)
 
     # ----------------------------------------------------------------- schedule
+    @property
+    def tune(self) -> int | None:
+        """The chain's tuning length (``None`` on PyMC 5); the start rule's, held once."""
+        return self.start.tune
+
     def tuning_draws_left(self, iteration: int) -> int | None:
         """Tuning draws still to come (``None`` on PyMC 5)."""
         return None if self.tune is None else self.tune - iteration

@@ -237,7 +237,7 @@ def test_without_the_tuning_length_postponement_is_bounded():
     with model:
         step = ARNSHMC(start_error=1e-12)
     start_chain(step, seed=6, tune=400, draws=10)
-    step._warmup.tune = None
+    step._warmup.start.tune = None
     point, draws = model.initial_point(), 0
     used = False
     while not used and draws < 400:
