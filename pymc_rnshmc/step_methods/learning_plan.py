@@ -62,8 +62,9 @@ class LearningPlan:
         """The last fit's held-out gradient error (its successor must improve on it)."""
         self.for_wall = False
         """The next refit is for a wall a safety-net draw crossed (not weighed against cost).
-        Cleared by the refit, or by :meth:`stop`: a wall's refit that could not come in time
-        once kept tuning from moving on the surrogate alone to the end."""
+        Set only with a refit planned, and cleared by the next fit or by :meth:`stop`: a wall's
+        refit that could not come in time once kept tuning from moving on the surrogate alone
+        to the end."""
         self.wall_refits = 0
 
     @property
@@ -74,7 +75,10 @@ class LearningPlan:
     def after_fit(
         self, record_size: int, error: float, tuning_draws_left: int | None, end_of_tuning: bool
     ) -> None:
-        """Plan the next refit after a fit whose held-out gradient error is ``error``."""
+        """Plan the next refit after a fit whose held-out gradient error is ``error``.
+
+        A wall's request is met by any fit.
+        """
         learning = (
             self.learns
             and not end_of_tuning
@@ -82,6 +86,7 @@ class LearningPlan:
         )
         self.next_refit = self.schedule.next_refit(record_size) if learning else None
         self.fit_error = error
+        self.for_wall = False
 
     def refit_due(
         self, record_size: int, tuning_draws_left: int | None, draws_left: int, chains: int
@@ -146,10 +151,6 @@ class LearningPlan:
         self.for_wall = True
         if self.next_refit is None or self.next_refit > record_size:
             self.next_refit = record_size
-
-    def refitted(self) -> None:
-        """A refit was made (a wall's refit is done)."""
-        self.for_wall = False
 
     def stop(self) -> None:
         """No more refits (learning has ended), a wall's included."""

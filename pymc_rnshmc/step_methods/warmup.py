@@ -156,7 +156,6 @@ class SurrogateWarmup:
     ) -> None:
         self.settings = settings
         self.draws = draws
-        self.chains = int(chains)
         self.economy = Economy(weighs=settings.weighs_costs)
         self.plan = LearningPlan(settings.schedule, settings.learns, self.economy, settings.name)
         self.phase = Phase.EXPLORATION
@@ -173,7 +172,7 @@ class SurrogateWarmup:
             settings.start_error,
             tune,
             settings.dim,
-            self.chains,
+            int(chains),
             settings.name,
         )
         self.fitted_rows = (0, 0)
@@ -320,7 +319,6 @@ class SurrogateWarmup:
             self.setup_seconds += time.perf_counter() - clock
         self._start(surrogate, choice, positions, gradients, iteration, host, False)
         self.economy.fit_took(positions.shape[0], time.perf_counter() - clock, refit=True)
-        self.plan.refitted()
         host.surrogate_installed()
 
     def training_window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -624,7 +622,7 @@ class SurrogateWarmup:
         """
         if self.phase != Phase.SURROGATE or not self.alone.open_at(iteration, self.tune):
             return False
-        if self.plan.learning or self.plan.for_wall:
+        if self.plan.learning:  # a wall's refit too
             return False
         if self.economy.weighs and self.economy.verdict is None:
             return False

@@ -78,8 +78,8 @@ def test_walls_bring_a_refit_at_once_a_few_times_and_only_after_the_record_grew(
         learning.refit_behind_wall(grown, fitted)
         if learning.learning:
             assert learning.next_refit == grown and learning.for_wall
-            learning.refitted()
-            assert not learning.for_wall
+            learning.after_fit(grown, 0.2, tuning_draws_left=800, end_of_tuning=False)
+            assert not learning.for_wall  # the refit met it
             refits += 1
     assert refits == WALL_REFITS
     learning.wall_refits = 0

@@ -218,8 +218,8 @@ def test_tuning_moves_on_the_surrogate_alone_only_after_learning_and_before_the_
     assert [warmup.moves_alone(i) for i in (100 + ALONE_CHECK_EVERY, 111)] == [False, True]
     assert not warmup.tunes_alone(TUNE - FINAL_EXACT_DRAWS)  # the last draws are exact again
     assert warmup.tunes_alone(TUNE - FINAL_EXACT_DRAWS - 1)
-    warmup.plan.for_wall = True
-    assert not warmup.tunes_alone(101)
+    warmup.plan.refit_behind_wall(2 * len(warmup.record), warmup.fitted_rows[1])  # a wall
+    assert warmup.plan.for_wall and not warmup.tunes_alone(101)
     for off in (
         fitted_warmup(tunes_on_surrogate=False),
         SurrogateWarmup(settings(tunes_on_surrogate=True), tune=None),  # PyMC 5: length unknown
