@@ -87,7 +87,7 @@ def run_one(kind: str, model, args, seed: int) -> dict:
         if kind == "separate":
             idata = pm.sample(step=RNSHMC(), cores=1, **options)
         elif kind == "pooled":
-            idata = pymc_rnshmc.sample(**options)
+            idata = pymc_rnshmc.sample(cores=1, **options)  # evaluations in this process
         else:
             evaluator = ProcessEvaluator(workers=args.workers)
             try:

@@ -215,6 +215,21 @@ def evaluate_with(submit, requests: Sequence[Request]) -> list[Evaluation]:
     return [take_evaluation(*pair) for pair in zip(requests, _results(futures))]
 
 
+def potentials_with(evaluator: Evaluator, exact_model) -> Callable[[np.ndarray], np.ndarray]:
+    """``exact_model.potentials`` with its rows sent to ``evaluator`` as one batch.
+
+    Exact ``U`` at rows ``(n, d)``, in order: ``inf`` where the model fails, counted on
+    ``exact_model`` as for its own loop. A sparse grid's nodes go this way when pooled chains
+    fit (SparseGridHMC), so a batch of solves runs on the evaluator's workers at once.
+    """
+
+    def potentials(positions: np.ndarray) -> np.ndarray:
+        requests = [(exact_model, row, False) for row in np.atleast_2d(positions)]
+        return -np.array([evaluation.logp for evaluation in evaluator.evaluate(requests)])
+
+    return potentials
+
+
 class ProcessEvaluator:
     """Evaluates each round's requests in parallel, in local worker processes.
 
@@ -243,7 +258,8 @@ class ProcessEvaluator:
     The pool starts when a population starts (:meth:`start`, with the sampler, which each
     worker unpickles once with its compiled model), and stops with :meth:`close` or when the
     evaluator is garbage collected. For cheap models the round trip to a process costs more
-    than the evaluation: keep the default in-process evaluator.
+    than the evaluation: :func:`~pymc_rnshmc.sample`'s default
+    (:class:`~pymc_rnshmc.step_methods.local_evaluator.LocalEvaluator`) weighs the two.
 
     A worker that dies (killed, out of memory, a crash in compiled code) is not a model
     failure: the batch is resubmitted whole to a new pool, whose workers unpickle the same
@@ -265,6 +281,9 @@ class ProcessEvaluator:
         self._token = f"sampler-{id(sampler)}"
         self._payload = pickled_for_workers(sampler)
         self._open_pool()
+        # a forking pool starts all its workers at the first task: here, before PyMC's progress
+        # bar starts a thread that the children would inherit
+        self._pool.submit(int).result()
 
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
         return self._with_restarts(lambda submit: explore_with(submit, requests), len(requests))

@@ -179,6 +179,11 @@ class ExactModel:
         exact_model.step_function = function
         return exact_model
 
+    @property
+    def initial_position(self) -> np.ndarray:
+        """The initial point as a raveled vector of the model's dtype."""
+        return self._start
+
     def for_another_chain(self) -> ExactModel:
         """The same compiled model with its own failure count (one per chain of a population)."""
         other = copy.copy(self)

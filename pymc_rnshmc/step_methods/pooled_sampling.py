@@ -2,20 +2,25 @@
 
 The chains run in this process as one :class:`~pymc_rnshmc.step_methods.population.PooledSurrogate`
 population step; their exact evaluations run where its evaluator sends them. What this adds to
-``pm.sample``: ``cores`` is one (the evaluator parallelizes), PyMC's advice to raise it is
-dropped, and an interrupt after tuning returns the draws made so far.
+``pm.sample``: ``cores`` is the number of local worker processes for the exact evaluations
+(used where the model's cost pays for them:
+:class:`~pymc_rnshmc.step_methods.local_evaluator.LocalEvaluator`), PyMC's advice to raise it
+is dropped, and an interrupt after tuning returns the draws made so far.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import warnings
 
 from pymc.backends.base import MultiTrace
 from pymc.model import modelcontext
 
+from pymc_rnshmc._checks import check_positive_integer
 from pymc_rnshmc.step_methods.evaluators import Evaluator
+from pymc_rnshmc.step_methods.local_evaluator import LocalEvaluator
 from pymc_rnshmc.step_methods.population import PooledSurrogate
 
 __all__ = ["sample"]
@@ -30,6 +35,8 @@ def sample(
     model=None,
     random_seed=None,
     progressbar: bool = True,
+    cores: int | None = None,
+    mp_ctx: str | None = None,
     evaluator: Evaluator | None = None,
     share_exploration: bool = False,
     **kwargs,
@@ -50,12 +57,23 @@ def sample(
         The configured sampler whose chains are pooled; default ``RNSHMC()``.
     model : pymc.Model, optional
         Default the model in context.
+    cores : int, optional
+        Local worker processes for the exact evaluations, as ``pm.sample``'s ``cores``
+        (default ``min(4, CPUs)``), and at most one per chain. They are used where the model's
+        exact evaluation, measured at the initial point, costs enough for them to pay;
+        otherwise, and with ``cores=1``, the evaluations run in this process. The log says
+        which, and why. The draws are the same either way.
+    mp_ctx : str, optional
+        The workers' ``multiprocessing`` start method, as for ``pm.sample``; default the
+        platform's (``"fork"`` on Linux). With ``"spawn"`` or ``"forkserver"`` (macOS,
+        Windows), call ``sample`` under ``if __name__ == "__main__":`` in a script.
     evaluator : Evaluator, optional
-        Where each round's exact evaluations run; default one after the other in this process.
+        Where each round's exact evaluations run instead (``DaskEvaluator`` for a cluster);
+        then ``cores`` and ``mp_ctx`` must not be given.
     share_exploration : bool
         Let the chains share the exploration before the first fit (:class:`PooledSurrogate`).
     **kwargs
-        Passed on to ``pm.sample`` (``cores`` is always 1).
+        Passed on to ``pm.sample``, which steps the pooled chains in this process.
 
     Returns
     -------
@@ -89,12 +107,15 @@ def sample(
 
     from pymc_rnshmc.step_methods.rnshmc import RNSHMC
 
-    if kwargs.pop("cores", 1) != 1:
-        raise ValueError(
-            "sample() runs its chains in lockstep in one process (cores=1); parallel exact "
-            "evaluations come from the evaluator."
-        )
     model = modelcontext(model)
+    own = evaluator is None
+    if own:
+        evaluator = _local_evaluator(cores, mp_ctx, chains, draws + tune)
+    elif cores is not None or mp_ctx is not None:
+        raise ValueError(
+            "Give sample() either an evaluator or cores/mp_ctx (its local worker processes), "
+            "not both: the evaluator decides where the exact evaluations run."
+        )
     with model, _without_pymcs_cores_advice():
         sampler = RNSHMC() if step is None else step
         pooled = PooledSurrogate(sampler, evaluator=evaluator, share_exploration=share_exploration)
@@ -116,6 +137,16 @@ def sample(
             if trace is None:  # interrupted before any draw was kept
                 raise
             return _draws_so_far(trace, model, kwargs)
+        finally:
+            if own:
+                evaluator.close()
+
+
+def _local_evaluator(cores: int | None, mp_ctx: str | None, chains: int, draws: int):
+    """The default evaluator: up to ``cores`` local workers, at most one per chain."""
+    cores = min(4, os.cpu_count() or 1) if cores is None else cores
+    cores = check_positive_integer("cores", cores)
+    return LocalEvaluator(min(cores, chains), evaluations=max(chains * draws, 1), context=mp_ctx)
 
 
 def _draws_so_far(trace: MultiTrace, model, kwargs: dict):

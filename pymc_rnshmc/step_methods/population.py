@@ -9,7 +9,7 @@ it begins every chain's draw (:meth:`~pymc_rnshmc.step_methods.chain.SurrogateCh
 has the exact work done in two batches by an evaluator
 (:mod:`~pymc_rnshmc.step_methods.evaluators`): the explorers' exact draws (exploring, safety
 net) and the surrogate moves' exact ``logp``; then it finishes them, and the other chains'
-calls take their results.
+calls take their results. A fit's own batch (a sparse grid's nodes) goes to the same evaluator.
 
 Each chain keeps its own explorer (PyMC's NUTS and its adaptation), random generator, cached
 point and failure count. After tuning each chain is an ordinary Markov chain of the one frozen
@@ -219,6 +219,7 @@ class PooledSurrogate(PopulationArrayStepShared):
             exact_model,
             self.rng,
         )
+        hooks.batch_evaluator = self.evaluator  # a fit's batches (a sparse grid's nodes)
         pool.chains.append(chain)
         pool.steps.append(self)
         pool.hooks.append(hooks)

@@ -11,6 +11,7 @@ from pymc_rnshmc._checks import check_positive_integer, check_positive_number, c
 from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.corrections import ApproximateMetropolis, Correction
 from pymc_rnshmc.hmc.transition import DrawResult
+from pymc_rnshmc.step_methods.evaluators import potentials_with
 from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
 from pymc_rnshmc.step_methods.schedule import SPARSE_GRID_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.surrogate_hmc import SurrogateHMC
@@ -220,7 +221,11 @@ class SparseGridHMC(SurrogateHMC):
             "mass": self.mass,
             "domain": self.domain,
             "max_error": self.max_error,
-            "exact_potential": self.exact_model.potentials,
+            "exact_potential": (
+                self.exact_model.potentials
+                if self.batch_evaluator is None
+                else potentials_with(self.batch_evaluator, self.exact_model)
+            ),
             "exact_potential_and_gradient": (
                 None if self.gradient_free else self.exact_model.potential_and_gradient
             ),

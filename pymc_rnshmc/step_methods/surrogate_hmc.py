@@ -140,6 +140,10 @@ class SurrogateHMC(ArrayStepShared):
     _refuses_coarse: str | None = None
     """Why this sampler cannot use a coarse model (``coarse=`` is then refused), or ``None``."""
     _state_class = SurrogateHMCState
+    batch_evaluator = None
+    """Where batches of exact evaluations made for a fit run (SparseGridHMC's grid nodes):
+    ``None``, in this process; pooled chains set their evaluator
+    (:mod:`~pymc_rnshmc.step_methods.evaluators`)."""
 
     def __init__(
         self,

@@ -22,8 +22,6 @@ def test_sample_is_pm_sample_with_pooled_chains():
         draws=100, tune=200, chains=2, model=model, random_seed=1, progressbar=False
     )
     assert posterior_draws(idata, "x").shape == (2, 100, 2)
-    with pytest.raises(ValueError, match="cores=1"):
-        pymc_rnshmc.sample(draws=10, tune=10, chains=2, model=model, cores=2)
 
 
 class InterruptedAfter(Op):

@@ -168,10 +168,21 @@ def test_the_draws_depend_on_the_seed_not_on_how_the_batch_is_evaluated(correlat
     np.testing.assert_array_equal(posterior_draws(again, "x"), posterior_draws(idata, "x"))
 
 
-@pytest.mark.parametrize("sampler_class", [RNSRMHMC, SparseGridHMC])
-def test_other_exact_samplers_pool_too(sampler_class):
-    idata, _ = pooled_run(correlated_normal(), sampler_class, exploration_steps=60)
-    assert_correlated_normal(idata, sampler_class.__name__, min_ess=100)
+def test_riemannian_chains_pool_too():
+    idata, _ = pooled_run(correlated_normal(), RNSRMHMC, exploration_steps=60)
+    assert_correlated_normal(idata, "RNSRMHMC", min_ess=100)
+
+
+def test_a_sparse_grids_nodes_go_to_the_evaluator_as_one_batch():
+    evaluator = CountingEvaluator()  # in reverse order
+    idata, pooled = pooled_run(
+        correlated_normal(), SparseGridHMC, evaluator=evaluator, exploration_steps=60
+    )
+    assert_correlated_normal(idata, "SparseGridHMC", min_ess=100)
+    nodes = pooled._pool.warmup.surrogate.report.n_points
+    assert max(evaluator.batches) > CHAINS and sum(evaluator.batches) > nodes
+    again, _ = pooled_run(correlated_normal(), SparseGridHMC, exploration_steps=60)
+    np.testing.assert_array_equal(posterior_draws(again, "x"), posterior_draws(idata, "x"))
 
 
 def test_a_model_without_gradients_pools_its_values():
