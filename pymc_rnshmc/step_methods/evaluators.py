@@ -138,8 +138,15 @@ def _install(token: str, payload: bytes) -> None:
         _WORKER_SAMPLER[token] = (cloudpickle.loads(pickled), float_x)
 
 
-def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool):
+def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool, by_joint=None):
+    """The exact evaluation, with the function the requesting chain would use for ``logp``.
+
+    ``by_joint``: the chain's ``logp_by_joint``, chosen at its first fit, after the workers
+    unpickled the sampler (``None``: the worker's own).
+    """
     sampler, float_x = _WORKER_SAMPLER[token]
+    if by_joint is not None:
+        sampler.exact_model.logp_by_joint = by_joint
     with pytensor.config.change_flags(floatX=float_x):
         evaluation = sampler.exact_model.evaluate(position, gradient)
     return evaluation, sampler.exact_model.failures.take()
@@ -184,8 +191,9 @@ def take_draw(request: DrawRequest, result) -> ExactDraw:
 
 def send_evaluation(submit, request: Request):
     """Send one exact evaluation; a future."""
-    _, position, gradient = request
-    return submit(_evaluate_in_worker, np.asarray(position), gradient)
+    exact_model, position, gradient = request
+    by_joint = getattr(exact_model, "logp_by_joint", None)  # None: an exact model without one
+    return submit(_evaluate_in_worker, np.asarray(position), gradient, by_joint)
 
 
 def take_evaluation(request: Request, result) -> Evaluation:
@@ -334,9 +342,7 @@ class ProcessEvaluator:
         a worker still starting then (spawned by this batch's submissions) is never told to
         stop, and the wait would last for ever.
         """
-        for process in list((getattr(self._pool, "_processes", None) or {}).values()):
-            process.kill()
-        self.close()
+        self.close(kill=True)
 
     def submit(self, function, *args):
         return self._pool.submit(function, self._token, *args)
@@ -356,8 +362,15 @@ class ProcessEvaluator:
         self._open_pool()
         return True
 
-    def close(self) -> None:
-        """Stop the worker processes."""
+    def close(self, kill: bool = False) -> None:
+        """Stop the worker processes; with ``kill``, end them at once, in their work or not.
+
+        Without ``kill`` the pool waits for the evaluations running (after an interrupt, up to
+        one model evaluation per worker).
+        """
+        if self._pool is not None and kill:
+            for process in list((getattr(self._pool, "_processes", None) or {}).values()):
+                process.kill()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self._pool = None
@@ -376,7 +389,7 @@ def _exhausted_message(restarts: int, workers: int, work: str) -> str:
         f"A worker process of the ProcessEvaluator ({workers} workers) died each time "
         f"{work} was tried: {tries}, with restarts={restarts}. A worker "
         "that dies rather than raising has usually run out of memory, been killed, or crashed "
-        "in compiled code. Rerun with the default in-process evaluator to see the model's "
+        "in compiled code. Rerun with InProcessEvaluator() (sample(cores=1)) to see the model's "
         "error, use fewer workers if memory is short, or give ProcessEvaluator more restarts."
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import platform
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -112,9 +113,17 @@ def choose(exact_model, workers: int, evaluations: int, context: str) -> Choice:
 
 
 def _default_start_method() -> str:
-    """The platform's start method, without fixing it (the user may still set another)."""
-    return multiprocessing.get_start_method(allow_none=True) or (
-        multiprocessing.get_all_start_methods()[0]
+    """The start method PyMC's ``pm.sample`` would use, without fixing Python's default.
+
+    PyMC's choice: ``fork`` on macOS with Apple silicon, ``forkserver`` on other Macs, and
+    Python's default elsewhere (``fork`` on Linux up to Python 3.13, ``forkserver`` from 3.14;
+    ``spawn`` on Windows).
+    """
+    if platform.system() == "Darwin":
+        return "fork" if platform.processor() == "arm" else "forkserver"
+    return (
+        multiprocessing.get_start_method(allow_none=True)
+        or (multiprocessing.get_all_start_methods()[0])
     )
 
 
@@ -131,7 +140,9 @@ class LocalEvaluator:
     what it chose in one line of PyMC's log. Then it is a
     :class:`~pymc_rnshmc.step_methods.evaluators.ProcessEvaluator` or an
     :class:`~pymc_rnshmc.step_methods.evaluators.InProcessEvaluator`, with their behaviour
-    (streamed draws, restarts after a worker dies). The choice moves no draw.
+    (streamed draws, restarts after a worker dies). The choice moves no draw. Workers that
+    cannot load the model (a model that cannot be pickled) leave the work in this process,
+    and the log says why.
 
     Parameters
     ----------
@@ -140,9 +151,10 @@ class LocalEvaluator:
     evaluations : int
         The fewest exact evaluations the run makes: one per chain and draw, tuning included.
     context : str, optional
-        The ``multiprocessing`` start method; default the platform's, as PyMC's ``mp_ctx``
-        (``"fork"`` on Linux: no ``if __name__ == "__main__":`` guard needed there). With
-        ``"spawn"`` or ``"forkserver"``, scripts need the guard, as for ``pm.sample(cores=n)``.
+        The ``multiprocessing`` start method; default PyMC's for ``pm.sample(cores=n)``
+        (``"fork"`` on Linux up to Python 3.13, where scripts need no
+        ``if __name__ == "__main__":`` guard). With ``"spawn"`` or ``"forkserver"`` scripts
+        need the guard, as for ``pm.sample(cores=n)``.
 
     Attributes
     ----------
@@ -172,8 +184,13 @@ class LocalEvaluator:
             where = f"{self.choice.workers} worker processes"
         else:
             self._chosen, where = InProcessEvaluator(), "this process"
+        try:
+            self._chosen.start(sampler)
+        except Exception as error:  # e.g. a model that cannot be pickled for the workers
+            self.close(kill=True)
+            self._chosen, where = InProcessEvaluator(), "this process"
+            self.choice = Choice(1, f"the worker processes could not load the model ({error!r})")
         _log.info(f"Exact evaluations in {where}: {self.choice.reason}.")
-        self._chosen.start(sampler)
 
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
         return self._chosen.evaluate(requests)
@@ -188,7 +205,7 @@ class LocalEvaluator:
             return getattr(chosen, name)
         raise AttributeError(name)
 
-    def close(self) -> None:
-        """Stop the worker processes, if any."""
+    def close(self, kill: bool = False) -> None:
+        """Stop the worker processes, if any (with ``kill``, at once: after an interrupt)."""
         if isinstance(self.__dict__.get("_chosen"), ProcessEvaluator):
-            self._chosen.close()
+            self._chosen.close(kill=kill)

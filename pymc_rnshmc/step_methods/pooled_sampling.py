@@ -30,7 +30,7 @@ def sample(
     draws: int = 1000,
     *,
     tune: int = 1000,
-    chains: int = 4,
+    chains: int | None = 4,
     step=None,
     model=None,
     random_seed=None,
@@ -63,13 +63,14 @@ def sample(
         exact evaluation, measured at the initial point, costs enough for them to pay;
         otherwise, and with ``cores=1``, the evaluations run in this process. The log says
         which, and why. The draws are the same either way.
-    mp_ctx : str, optional
-        The workers' ``multiprocessing`` start method, as for ``pm.sample``; default the
-        platform's (``"fork"`` on Linux). With ``"spawn"`` or ``"forkserver"`` (macOS,
-        Windows), call ``sample`` under ``if __name__ == "__main__":`` in a script.
+    mp_ctx : str or multiprocessing context, optional
+        The workers' start method, as for ``pm.sample``; default PyMC's (``"fork"`` on Linux
+        up to Python 3.13). With ``"spawn"`` or ``"forkserver"`` (Windows, Intel Macs, Linux
+        from Python 3.14), call ``sample`` under ``if __name__ == "__main__":`` in a script,
+        as ``pm.sample(cores=n)`` needs there.
     evaluator : Evaluator, optional
         Where each round's exact evaluations run instead (``DaskEvaluator`` for a cluster);
-        then ``cores`` and ``mp_ctx`` must not be given.
+        then ``mp_ctx``, and ``cores`` other than 1, must not be given.
     share_exploration : bool
         Let the chains share the exploration before the first fit (:class:`PooledSurrogate`).
     **kwargs
@@ -110,8 +111,13 @@ def sample(
     model = modelcontext(model)
     own = evaluator is None
     if own:
-        evaluator = _local_evaluator(cores, mp_ctx, chains, draws + tune)
-    elif cores is not None or mp_ctx is not None:
+        cores = min(4, os.cpu_count() or 1) if cores is None else cores
+        cores = check_positive_integer("cores", cores)
+        chains = max(2, cores) if chains is None else chains
+        evaluator = LocalEvaluator(
+            min(cores, chains), evaluations=max(chains * (draws + tune), 1), context=_name(mp_ctx)
+        )
+    elif cores not in (None, 1) or mp_ctx is not None:
         raise ValueError(
             "Give sample() either an evaluator or cores/mp_ctx (its local worker processes), "
             "not both: the evaluator decides where the exact evaluations run."
@@ -133,6 +139,8 @@ def sample(
             )
         except KeyboardInterrupt:
             pooled._pool.stop_stream()  # interrupted while PyMC recorded: tasks still out
+            if own:  # its workers may be in an evaluation: not worth waiting for
+                evaluator.close(kill=True)
             trace = pooled.kept_draws(model)
             if trace is None:  # interrupted before any draw was kept
                 raise
@@ -142,11 +150,9 @@ def sample(
                 evaluator.close()
 
 
-def _local_evaluator(cores: int | None, mp_ctx: str | None, chains: int, draws: int):
-    """The default evaluator: up to ``cores`` local workers, at most one per chain."""
-    cores = min(4, os.cpu_count() or 1) if cores is None else cores
-    cores = check_positive_integer("cores", cores)
-    return LocalEvaluator(min(cores, chains), evaluations=max(chains * draws, 1), context=mp_ctx)
+def _name(mp_ctx) -> str | None:
+    """A start method's name, from its name or a ``multiprocessing`` context (as PyMC takes)."""
+    return mp_ctx if mp_ctx is None or isinstance(mp_ctx, str) else mp_ctx.get_start_method()
 
 
 def _draws_so_far(trace: MultiTrace, model, kwargs: dict):

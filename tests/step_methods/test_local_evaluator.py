@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import pickle
 import time
 
 import numpy as np
@@ -10,6 +12,14 @@ import pytest
 
 import pymc_rnshmc
 from pymc_rnshmc import RNSHMC
+from pymc_rnshmc.step_methods.evaluators import (
+    _WORKER_SAMPLER,
+    InProcessEvaluator,
+    ProcessEvaluator,
+    _evaluate_in_worker,
+    _install,
+    pickled_for_workers,
+)
 from pymc_rnshmc.step_methods.local_evaluator import (
     START_SECONDS,
     LocalEvaluator,
@@ -137,3 +147,52 @@ def test_sample_refuses_unclear_settings(settings, match):
         pass
     with pytest.raises(ValueError, match=match):
         pymc_rnshmc.sample(draws=10, tune=10, chains=2, model=model, **settings)
+
+
+class Sampler:
+    """What ``LocalEvaluator.start`` reads of a sampler: its exact model."""
+
+    def __init__(self, exact_model) -> None:
+        self.exact_model = exact_model
+
+
+def test_workers_that_cannot_load_the_model_leave_the_work_here(monkeypatch, caplog):
+    def refuse(self, sampler):
+        raise pickle.PicklingError("cannot pickle '_thread.lock' object")
+
+    monkeypatch.setattr(ProcessEvaluator, "start", refuse)
+    evaluator = LocalEvaluator(workers=2, evaluations=10**6, context="fork")
+    with caplog.at_level(logging.INFO, logger="pymc"):
+        evaluator.start(Sampler(TimedModel(0.01)))
+    assert evaluator.choice.workers == 1 and not hasattr(evaluator, "first_done")
+    assert "Exact evaluations in this process: the worker processes could not load" in caplog.text
+    assert "_thread.lock" in caplog.text
+
+
+def test_a_worker_evaluates_logp_with_the_chains_function():
+    with correlated_normal():
+        sampler = RNSHMC()
+    token = "test-by-joint"
+    _install(token, pickled_for_workers(sampler))
+    try:
+        position = sampler.exact_model.initial_position
+        for by_joint in (True, False):
+            evaluation, _ = _evaluate_in_worker(token, position, False, by_joint)
+            assert _WORKER_SAMPLER[token][0].exact_model.logp_by_joint is by_joint
+            assert evaluation.logp == sampler.exact_model.logp(position)
+    finally:
+        del _WORKER_SAMPLER[token]
+
+
+def test_sample_takes_pm_samples_forms_of_chains_cores_and_mp_ctx():
+    with correlated_normal() as model:
+        pass
+    options = {"draws": 20, "tune": 60, "model": model, "progressbar": False}
+    spawn = multiprocessing.get_context("spawn")
+    idata = pymc_rnshmc.sample(chains=None, cores=1, mp_ctx=spawn, random_seed=1, **options)
+    assert posterior_draws(idata, "x").shape[0] == 2  # PyMC's max(2, cores)
+    # cores=1 beside an evaluator, as sample() once required, is still taken
+    again = pymc_rnshmc.sample(
+        chains=2, cores=1, evaluator=InProcessEvaluator(), random_seed=1, **options
+    )
+    np.testing.assert_array_equal(posterior_draws(again, "x"), posterior_draws(idata, "x"))
