@@ -41,6 +41,8 @@ class Evaluation(NamedTuple):
     logp: float
     potential_gradient: np.ndarray | None = None
     exact: bool = True
+    seconds: float = float("nan")
+    """The evaluation's own compute time where it ran, where an evaluator measured it."""
 
 
 class Decision(NamedTuple):

@@ -33,6 +33,7 @@ import concurrent.futures
 import contextlib
 import copy
 import multiprocessing
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
@@ -108,13 +109,26 @@ class InProcessEvaluator:
 
     def evaluate(self, requests: Sequence[Request]) -> list[Evaluation]:
         return [
-            exact_model.evaluate(position, gradient) for exact_model, position, gradient in requests
+            timed(exact_model.evaluate, position, gradient)
+            for exact_model, position, gradient in requests
         ]
 
     def explore(self, requests: Sequence[DrawRequest]) -> list[ExactDraw]:
         return [
-            chain.explorer.draw(q0, start, tune, rng) for chain, q0, start, tune, rng in requests
+            timed(chain.explorer.draw, q0, start, tune, rng)
+            for chain, q0, start, tune, rng in requests
         ]
+
+
+def timed(work: Callable, *args):
+    """``work(*args)``, an ``Evaluation`` or ``ExactDraw``, with its ``seconds`` measured.
+
+    A pooled chain's tuning draw is charged its own work, wherever it ran: what the chains'
+    choices weigh does not depend on how many workers share the load.
+    """
+    started = time.perf_counter()
+    result = work(*args)
+    return result._replace(seconds=time.perf_counter() - started)
 
 
 _WORKER_SAMPLER = {}
@@ -148,7 +162,7 @@ def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool, by_joi
     if by_joint is not None:
         sampler.exact_model.logp_by_joint = by_joint
     with pytensor.config.change_flags(floatX=float_x):
-        evaluation = sampler.exact_model.evaluate(position, gradient)
+        evaluation = timed(sampler.exact_model.evaluate, position, gradient)
     return evaluation, sampler.exact_model.failures.take()
 
 
@@ -161,7 +175,7 @@ def _draw_in_worker(token: str, explorer_state, rng_state: dict, q0, start, tune
     rng.bit_generator.state = rng_state
     explorer.share_rng(rng)
     with pytensor.config.change_flags(floatX=float_x):
-        draw = explorer.draw(q0, start, tune, rng)
+        draw = timed(explorer.draw, q0, start, tune, rng)
     failures = sampler.exact_model.failures.take()
     return draw, explorer.sampling_state, rng.bit_generator.state, failures
 

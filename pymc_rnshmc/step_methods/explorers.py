@@ -129,6 +129,8 @@ class ExactDraw(NamedTuple):
     """The mode search that moved the chain's first draw (random walk only), and ..."""
     setup_seconds: float = 0.0
     """... the seconds it took."""
+    seconds: float = float("nan")
+    """The draw's own compute time where it ran, where an evaluator measured it."""
 
 
 class _NUTSKeepingTheEnd(NUTS):

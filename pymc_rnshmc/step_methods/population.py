@@ -318,16 +318,18 @@ class PooledSurrogate(PopulationArrayStepShared):
         q_new, stats = chain.finish(begun, pool.steps[index].rng, hooks, evaluate, draw, tell)
         q_new, stats = self._timed(index, q_new, stats, started)
         if tune:
-            pool.exploring.setdefault(chain.iter_count, {})[index] = (begun, stats, told)
+            work = draw if draw is not None else evaluation
+            seconds = float("nan") if work is None else work.seconds
+            pool.exploring.setdefault(chain.iter_count, {})[index] = (begun, stats, told, seconds)
             self._tell_finished_rounds()
         return q_new, stats
 
     def _tell_finished_rounds(self) -> None:
         """Tell the warm-up of every round all chains have finished, in lockstep order.
 
-        Each chain's draw is charged the round's longest draw shared among the chains, as a
-        lockstep round charges its wall time: the economy compares these seconds with those
-        of the surrogate's tuning draws, which go in lockstep.
+        Each chain's draw is charged its own work where it ran, as in a lockstep round
+        (:meth:`_batch`); where that was not measured, the round's longest draw shared among
+        the chains, as a lockstep round's wall time.
         """
         pool = self._pool
         while pool.exploring:
@@ -335,12 +337,14 @@ class PooledSurrogate(PopulationArrayStepShared):
             finished = pool.exploring[iteration]
             if len(finished) < len(pool.chains):
                 return
-            longest = max(stats["perf_counter_diff"] for _, stats, _ in finished.values())
+            longest = max(stats["perf_counter_diff"] for _, stats, _, _ in finished.values())
             for index in sorted(finished):
-                begun, stats, told = finished[index]
+                begun, stats, told, seconds = finished[index]
                 for draw, record in told:
                     pool.warmup.learn_from_exact(draw, record)
-                pool.chains[index].account(begun, stats, longest / len(finished))
+                shared = longest / len(finished)
+                charged = seconds + begun.fitting if np.isfinite(seconds) else shared
+                pool.chains[index].account(begun, stats, charged)
             del pool.exploring[iteration]
 
     def _timed(self, index: int, q_new: RaveledVars, stats: dict, started: float):
@@ -437,7 +441,12 @@ class PooledSurrogate(PopulationArrayStepShared):
         return self._batch(waiting, requests, self.evaluator.evaluate, clocks)
 
     def _batch(self, waiting: list[int], requests: list, run, clocks: np.ndarray) -> dict:
-        """``run(requests)`` for the chains ``waiting``; each is charged an equal share."""
+        """``run(requests)`` for the chains ``waiting``; each is charged its own work.
+
+        Its own work is what its request took where it ran (the evaluators measure it), so a
+        chain's charge does not depend on how many workers shared the batch; an evaluator that
+        does not measure it has each chain charged an equal share of the batch's wall time.
+        """
         if not requests:
             return {}
         pool = self._pool
@@ -449,7 +458,7 @@ class PooledSurrogate(PopulationArrayStepShared):
             where = f"in a batch of the {chain.phase} phase (chains {waiting})"
             chain.log.locate(error, where, chain.failures.layout)
             raise
-        clocks[waiting] += (time.perf_counter() - start) / len(waiting)
+        clocks[waiting] += _own_seconds(results, (time.perf_counter() - start) / len(waiting))
         return dict(zip(waiting, results))
 
     # ----------------------------------------------------------------- PyMC protocol
@@ -493,6 +502,12 @@ def _precomputed(
         return fallback(position)
 
     return evaluate
+
+
+def _own_seconds(results: list, share: float) -> np.ndarray | float:
+    """Each result's measured ``seconds``, or ``share`` for all if any was not measured."""
+    seconds = np.array([result.seconds for result in results], dtype=float)
+    return seconds if np.isfinite(seconds).all() else share
 
 
 def _check_poolable(sampler, model) -> None:

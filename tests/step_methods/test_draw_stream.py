@@ -42,7 +42,7 @@ class SimulatedCluster:
         self.clock, self.sent, self.recovered = 0.0, 0, 0
         self.due: dict[concurrent.futures.Future, tuple[float, float]] = {}
 
-    def submit(self, function, position, gradient):
+    def submit(self, function, position, gradient, *_):
         future = concurrent.futures.Future()
         self.sent += 1
         slow = bool(position[0] < 0)

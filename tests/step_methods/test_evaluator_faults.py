@@ -14,6 +14,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from pymc_rnshmc import RNSHMC, PooledSurrogate, SurrogateWarning
+from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.evaluators import (
     DaskEvaluator,
     InProcessEvaluator,
@@ -184,7 +185,7 @@ class FragileExactModel:
     def evaluate(self, position, gradient):
         if position[0] == self.dies_at and os.getpid() != self.op.parent_pid and self.op._claim():
             os._exit(1)
-        return float(np.sum(position))
+        return Evaluation(position, float(np.sum(position)))
 
 
 class FragileSampler:
@@ -204,7 +205,7 @@ def test_a_batch_cut_short_by_a_dead_worker_counts_each_chains_failures_once(tmp
     finally:
         evaluator.close()
     assert (tmp_path / "died").exists()
-    assert evaluations == [2.0, 3.0, 4.0]
+    assert [evaluation.logp for evaluation in evaluations] == [2.0, 3.0, 4.0]
     assert all(len(chain.failures.added) == 1 for chain in chains)
 
 

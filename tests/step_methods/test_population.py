@@ -162,6 +162,31 @@ def test_a_deliberately_wrong_surrogate_still_gives_the_posterior():
         assert_moments(x[..., i], NORMAL_MEAN[i], NORMAL_SD[i], f"x[{i}]", min_ess=150)
 
 
+class SlowWorkers(InProcessEvaluator):
+    """Evaluates here, and reports each request as half a second of a worker's work."""
+
+    def explore(self, requests):
+        return [draw._replace(seconds=0.5) for draw in super().explore(requests)]
+
+    def evaluate(self, requests):
+        return [evaluation._replace(seconds=0.5) for evaluation in super().evaluate(requests)]
+
+
+def test_each_chain_is_charged_its_own_work_wherever_it_ran():
+    # not the batch's wall time shared among the chains: that would fall with more workers
+    _, pooled = pooled_run(correlated_normal(), evaluator=SlowWorkers(), weigh_costs=True)
+    exact = np.asarray(pooled._pool.warmup.economy.costs.exact)
+    assert exact.size > 0 and np.all(exact >= 0.5) and np.median(exact) < 0.6
+
+
+def test_an_evaluator_measures_each_requests_own_work():
+    with correlated_normal():
+        sampler = RNSHMC()
+    position = sampler.exact_model.initial_position
+    evaluations = InProcessEvaluator().evaluate([(sampler.exact_model, position, True)] * 2)
+    assert all(0 < evaluation.seconds < 1 for evaluation in evaluations)
+
+
 def test_the_draws_depend_on_the_seed_not_on_how_the_batch_is_evaluated(correlated_run):
     idata, _, _ = correlated_run
     again, _ = pooled_run(correlated_normal(), evaluator=InProcessEvaluator())
