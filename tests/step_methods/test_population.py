@@ -162,6 +162,28 @@ def test_a_deliberately_wrong_surrogate_still_gives_the_posterior():
         assert_moments(x[..., i], NORMAL_MEAN[i], NORMAL_SD[i], f"x[{i}]", min_ess=150)
 
 
+def test_one_chain_sends_its_grids_nodes_to_the_evaluator():
+    def run(evaluator):
+        with correlated_normal():
+            step = PooledSurrogate(SparseGridHMC(weigh_costs=False), evaluator=evaluator)
+            return pm.sample(
+                step=step,
+                tune=TUNE,
+                draws=100,
+                chains=1,
+                cores=1,
+                random_seed=3,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+
+    evaluator = CountingEvaluator()  # in reverse order
+    idata = run(evaluator)
+    assert max(evaluator.batches) > 1  # the nodes, as one batch
+    here = run(InProcessEvaluator())
+    np.testing.assert_array_equal(posterior_draws(idata, "x"), posterior_draws(here, "x"))
+
+
 class SlowWorkers(InProcessEvaluator):
     """Evaluates here, and reports each request as half a second of a worker's work."""
 
