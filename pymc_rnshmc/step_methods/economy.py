@@ -105,8 +105,9 @@ given up, 1.06-1.26 (``economy_verdict_new_metric3``)."""
 class DrawCosts:
     """Seconds of a chain's tuning draws, outside the fits, by kind.
 
-    A population's chains share one (their warm-up's); each draw is charged its share of the
-    round's batches.
+    A population's chains share one (their warm-up's); each draw is charged its own work,
+    wherever it ran (an evaluator's measured seconds), or else its share of the round's
+    batches.
     """
 
     exact: list[float] = field(default_factory=list)

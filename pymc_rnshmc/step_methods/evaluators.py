@@ -24,7 +24,8 @@ standard library's pool), :class:`DaskEvaluator` to a ``dask.distributed`` clust
 scheduler of our own. Each worker unpickles the sampler once (the compiled model and an
 explorer) and keeps it; a request carries a position, or a chain's explorer and generator
 states. The results do not depend on the number of workers: each task is a function of what it
-is sent.
+is sent. Each task also measures its own work (``seconds``), which the chains' cost-weighing
+choices read (``weigh_costs``); with ``weigh_costs=False`` the draws depend on the seed alone.
 """
 
 from __future__ import annotations
@@ -147,9 +148,16 @@ def pickled_for_workers(sampler) -> bytes:
 
 
 def _install(token: str, payload: bytes) -> None:
+    """Unpickle the sampler in this worker and compile its model (a call of each function).
+
+    Compiled here, the first task's measured ``seconds`` hold its own work, not a compilation
+    (about a second per function under PyTensor's Numba backend).
+    """
     float_x, pickled = cloudpickle.loads(payload)
     with pytensor.config.change_flags(floatX=float_x):
-        _WORKER_SAMPLER[token] = (cloudpickle.loads(pickled), float_x)
+        sampler = cloudpickle.loads(pickled)
+        sampler.exact_model.warm_up()
+        _WORKER_SAMPLER[token] = (sampler, float_x)
 
 
 def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool, by_joint=None):
@@ -437,10 +445,11 @@ class DaskEvaluator:
     The pickled sampler is scattered to every worker once (``broadcast``); each worker
     unpickles it at its first task and keeps it, so a worker that joins later gets it too.
     Every task is a function of what it is sent, so the draws do not depend on the number of
-    workers or on which worker ran what. Dask cannot recompute scattered data: where the
-    workers that held it died, the batch's tasks come back cancelled ("already forgotten":
-    once in six CI runs of the killed-worker test, 2026-11-28), and the batch is sent once more
-    with the sampler scattered again. The chains take nothing from a batch until all of it is
+    workers or on which worker ran what (with ``weigh_costs=True``, beyond what its measured
+    seconds move: see :mod:`~pymc_rnshmc.step_methods.population`). Dask cannot recompute
+    scattered data: where the workers that held it died, the batch's tasks come back
+    cancelled ("already forgotten": once in six CI runs of the killed-worker test,
+    2026-11-28), and the batch is sent once more with the sampler scattered again. The chains take nothing from a batch until all of it is
     back, so the second try gives the same draws.
     """
 

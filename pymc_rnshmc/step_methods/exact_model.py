@@ -198,6 +198,13 @@ class ExactModel:
         """
         return function if self.time_limit is None else self.time_limit.wrap(function)
 
+    def warm_up(self) -> None:
+        """Compile the model's functions in this process now (a worker, before its tasks)."""
+        if self.time_limit is None:
+            self._compile()
+        else:  # once per process: the time limit's first call would compile again
+            self.time_limit.warm()
+
     def _compile(self) -> None:
         """Call each compiled function once at the initial point, without a time limit.
 

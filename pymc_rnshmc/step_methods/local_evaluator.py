@@ -7,7 +7,8 @@ back costs a fraction of a millisecond, and starting the workers a second or mor
 compiles the model): on a model whose ``logp`` costs microseconds, workers would make the call
 slower. :func:`workers_pay` weighs the two on the model's cost measured at its initial point
 when the population starts. The choice moves no draw: each task is a function of what it is
-sent, wherever it runs.
+sent, wherever it runs (with ``weigh_costs=False``; with the default the chains' cost-weighing
+choices read each task's measured seconds, the same wherever it ran, up to timing noise).
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ class LocalEvaluator:
     what it chose in one line of PyMC's log. Then it is a
     :class:`~pymc_rnshmc.step_methods.evaluators.ProcessEvaluator` or an
     :class:`~pymc_rnshmc.step_methods.evaluators.InProcessEvaluator`, with their behaviour
-    (streamed draws, restarts after a worker dies). The choice moves no draw. Workers that
+    (streamed draws, restarts after a worker dies). The choice moves no draw beyond timing
+    noise (none with ``weigh_costs=False``). Workers that
     cannot load the model (a model that cannot be pickled) leave the work in this process,
     and the log says why.
 

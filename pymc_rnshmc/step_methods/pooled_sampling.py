@@ -62,7 +62,8 @@ def sample(
         (default ``min(4, CPUs)``), and at most one per chain. They are used where the model's
         exact evaluation, measured at the initial point, costs enough for them to pay;
         otherwise, and with ``cores=1``, the evaluations run in this process. The log says
-        which, and why. The draws are the same either way.
+        which, and why. The draws are the same either way, with ``weigh_costs=False``; with
+        the default, up to the timing noise of the cost-weighing choices.
     mp_ctx : str or multiprocessing context, optional
         The workers' start method, as for ``pm.sample``; default PyMC's (``"fork"`` on Linux
         up to Python 3.13). With ``"spawn"`` or ``"forkserver"`` (Windows, Intel Macs, Linux

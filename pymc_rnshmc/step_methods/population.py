@@ -16,8 +16,10 @@ point and failure count. After tuning each chain is an ordinary Markov chain of 
 kernel, so the draws are exact as a single chain's are; the pooled fit is a tuning-time choice,
 frozen with the rest. With an evaluator that streams (worker processes, Dask), the exploration
 before the first fit and the kept draws leave lockstep: each chain's next draw is sent as soon
-as its last is back (:mod:`~pymc_rnshmc.step_methods.draw_stream`). The draws depend on the
-seed only, not on how or where the work is evaluated.
+as its last is back (:mod:`~pymc_rnshmc.step_methods.draw_stream`). Each task is a function of
+what it is sent, so where the work runs moves no draw; with ``weigh_costs=True`` (the default)
+some tuning choices also weigh each chain's measured seconds, and a rerun reproduces its draws
+only where those timings fall the same way.
 """
 
 from __future__ import annotations
@@ -415,7 +417,7 @@ class PooledSurrogate(PopulationArrayStepShared):
         return results
 
     def _explore(self, begun: list[BegunDraw], clocks: np.ndarray) -> dict:
-        """The round's exact draws (explorers' draws), one batch; time shared among them."""
+        """The round's exact draws (explorers' draws), one batch; each chain charged its own."""
         pool = self._pool
         waiting = [i for i, draw in enumerate(begun) if draw.exact_phase is not None]
         requests = [
@@ -431,7 +433,7 @@ class PooledSurrogate(PopulationArrayStepShared):
         return self._batch(waiting, requests, self.evaluator.explore, clocks)
 
     def _evaluate(self, begun: list[BegunDraw], clocks: np.ndarray) -> dict:
-        """The round's surrogate moves' exact evaluations, one batch; time shared among them."""
+        """The round's surrogate moves' exact evaluations, one batch; each charged its own."""
         pool = self._pool
         waiting = [i for i, draw in enumerate(begun) if draw.position_to_evaluate is not None]
         requests = [

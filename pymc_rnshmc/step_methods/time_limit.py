@@ -144,6 +144,13 @@ class TimeLimit:
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_warm": False}  # another process compiles afresh
 
+    def warm(self) -> None:
+        """Run ``warm_up`` if it has not run in this process yet."""
+        if not self._warm:
+            self._warm = True
+            if self.warm_up is not None:
+                self.warm_up()
+
     def wrap(self, function: Callable) -> TimeLimited:
         """``function``, abandoned with :class:`EvaluationTimeout` after ``seconds``."""
         return TimeLimited(function, self)
@@ -152,10 +159,7 @@ class TimeLimit:
         """``function(*args)`` under the limit."""
         reason = why_unenforceable()
         if reason is None:
-            if not self._warm:
-                self._warm = True
-                if self.warm_up is not None:
-                    self.warm_up()
+            self.warm()
             with Deadline(self.seconds):
                 return function(*args)
         self._warn(reason)
