@@ -449,8 +449,8 @@ class DaskEvaluator:
     seconds move: see :mod:`~pymc_rnshmc.step_methods.population`). Dask cannot recompute
     scattered data: where the workers that held it died, the batch's tasks come back
     cancelled ("already forgotten": once in six CI runs of the killed-worker test,
-    2026-11-28), and the batch is sent once more with the sampler scattered again. The chains take nothing from a batch until all of it is
-    back, so the second try gives the same draws.
+    2026-11-28), and the batch is sent once more with the sampler scattered again. The chains
+    take nothing from a batch until all of it is back, so the second try gives the same draws.
     """
 
     def __init__(self, client, retries: int = 0) -> None:
