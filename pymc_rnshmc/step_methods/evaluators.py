@@ -160,15 +160,14 @@ def _install(token: str, payload: bytes) -> None:
         _WORKER_SAMPLER[token] = (sampler, float_x)
 
 
-def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool, by_joint=None):
+def _evaluate_in_worker(token: str, position: np.ndarray, gradient: bool, by_joint: bool):
     """The exact evaluation, with the function the requesting chain would use for ``logp``.
 
     ``by_joint``: the chain's ``logp_by_joint``, chosen at its first fit, after the workers
-    unpickled the sampler (``None``: the worker's own).
+    unpickled the sampler.
     """
     sampler, float_x = _WORKER_SAMPLER[token]
-    if by_joint is not None:
-        sampler.exact_model.logp_by_joint = by_joint
+    sampler.exact_model.logp_by_joint = by_joint
     with pytensor.config.change_flags(floatX=float_x):
         evaluation = timed(sampler.exact_model.evaluate, position, gradient)
     return evaluation, sampler.exact_model.failures.take()
@@ -214,8 +213,7 @@ def take_draw(request: DrawRequest, result) -> ExactDraw:
 def send_evaluation(submit, request: Request):
     """Send one exact evaluation; a future."""
     exact_model, position, gradient = request
-    by_joint = getattr(exact_model, "logp_by_joint", None)  # None: an exact model without one
-    return submit(_evaluate_in_worker, np.asarray(position), gradient, by_joint)
+    return submit(_evaluate_in_worker, np.asarray(position), gradient, exact_model.logp_by_joint)
 
 
 def take_evaluation(request: Request, result) -> Evaluation:
@@ -246,11 +244,13 @@ def evaluate_with(submit, requests: Sequence[Request]) -> list[Evaluation]:
 
 
 def potentials_with(evaluator: Evaluator, exact_model) -> Callable[[np.ndarray], np.ndarray]:
-    """``exact_model.potentials`` with its rows sent to ``evaluator`` as one batch.
+    """Exact ``U`` at rows ``(n, d)``, in order, the rows sent to ``evaluator`` as one batch.
 
-    Exact ``U`` at rows ``(n, d)``, in order: ``inf`` where the model fails, counted on
-    ``exact_model`` as for its own loop. A sparse grid's nodes go this way when pooled chains
-    fit (SparseGridHMC), so a batch of solves runs on the evaluator's workers at once.
+    ``inf`` where the model fails, counted on ``exact_model``. A sparse grid's nodes go this
+    way (SparseGridHMC): in this process one after the other, or, for pooled chains, on the
+    evaluator's workers at once. One call per row: vectorizing the model's logp graph over rows
+    (pytensor's ``vectorize_graph``) took 9-34 s to compile and was no faster per row on the
+    benchmark workloads.
     """
 
     def potentials(positions: np.ndarray) -> np.ndarray:
@@ -340,7 +340,7 @@ class ProcessEvaluator:
                 return batch(self.submit)
             except BrokenProcessPool as error:
                 broken = error
-            self._discard_broken_pool()
+            self.close(kill=True)
             if restart < self.restarts:
                 self._warn_restart(restart + 1, f"a batch of {size} exact evaluations")
                 self._open_pool()
@@ -357,15 +357,6 @@ class ProcessEvaluator:
             stacklevel=5,
         )
 
-    def _discard_broken_pool(self) -> None:
-        """Stop a broken pool, ending its surviving workers first.
-
-        The pool's own clean-up ends the workers it knew of when one died, then waits for all:
-        a worker still starting then (spawned by this batch's submissions) is never told to
-        stop, and the wait would last for ever.
-        """
-        self.close(kill=True)
-
     def submit(self, function, *args):
         return self._pool.submit(function, self._token, *args)
 
@@ -376,7 +367,7 @@ class ProcessEvaluator:
         """After a worker died: a new pool, up to ``restarts`` times per task, with a warning."""
         if not isinstance(error, BrokenProcessPool):
             return False
-        self._discard_broken_pool()
+        self.close(kill=True)
         work = "the pooled chains' streamed draws"
         if attempt > self.restarts:
             raise RuntimeError(_exhausted_message(self.restarts, self.workers, work)) from error
@@ -388,7 +379,9 @@ class ProcessEvaluator:
         """Stop the worker processes; with ``kill``, end them at once, in their work or not.
 
         Without ``kill`` the pool waits for the evaluations running (after an interrupt, up to
-        one model evaluation per worker).
+        one model evaluation per worker). A broken pool is always killed: its own clean-up ends
+        the workers it knew of when one died, then waits for all, and a worker still starting
+        then (spawned by the lost batch's submissions) is never told to stop.
         """
         if self._pool is not None and kill:
             for process in list((getattr(self._pool, "_processes", None) or {}).values()):

@@ -83,7 +83,7 @@ class ExactModel:
         The step's joint function (PyMC sets its extra variables); compiled here if not given.
     gradient : bool
         Whether the model's logp has a gradient; without, only :meth:`logp` and
-        :meth:`potentials` work, and the joint function is never compiled.
+        :meth:`evaluate` without the gradient work, and the joint function is never compiled.
     logp_function : pymc ValueGradFunction, optional
         A logp-only function of the same variables (``compute_grads=False``), compiled here if
         not given (a gradient-free step passes its own, which is one).
@@ -299,11 +299,3 @@ class ExactModel:
             return Evaluation(position, self.logp(position))
         potential, potential_gradient = self.potential_and_gradient(position)
         return Evaluation(position, -potential, potential_gradient)
-
-    def potentials(self, positions: np.ndarray) -> np.ndarray:
-        """Exact ``U`` at rows ``(n, d)`` (``inf``, counted, where the model fails), in order.
-
-        A loop: vectorizing the model's logp graph over rows (pytensor's ``vectorize_graph``)
-        took 9-34 s to compile and was no faster per row on the benchmark workloads.
-        """
-        return -np.array([self.logp(position) for position in np.atleast_2d(positions)])

@@ -69,12 +69,12 @@ def workers_pay(
 
 
 def measured_seconds(exact_model) -> tuple[float, float]:
-    """``(first, each)``: the model's first evaluation at its initial point, then one more.
+    """``(first, each)``: seconds of the first evaluation at the initial point, and of one after.
 
     The first call compiles where the backend compiles at first use (Numba); ``each`` is the
-    median of the calls made in :data:`MEASURING_SECONDS` after it. With the gradient where the
-    model has one: that is what the chains mostly ask for. Measured on a copy whose failures
-    count nowhere.
+    median of the calls (one to five) made in :data:`MEASURING_SECONDS` after it. With the
+    gradient where the model has one: that is what the chains mostly ask for. Measured on a
+    copy whose failures count nowhere.
     """
     model = exact_model.for_another_chain()
     position = model.initial_position
@@ -122,10 +122,8 @@ def _default_start_method() -> str:
     """
     if platform.system() == "Darwin":
         return "fork" if platform.processor() == "arm" else "forkserver"
-    return (
-        multiprocessing.get_start_method(allow_none=True)
-        or (multiprocessing.get_all_start_methods()[0])
-    )
+    chosen = multiprocessing.get_start_method(allow_none=True)
+    return chosen or multiprocessing.get_all_start_methods()[0]
 
 
 def _milliseconds(seconds: float) -> str:

@@ -340,11 +340,11 @@ class PooledSurrogate(PopulationArrayStepShared):
             if len(finished) < len(pool.chains):
                 return
             longest = max(stats["perf_counter_diff"] for _, stats, _, _ in finished.values())
+            shared = longest / len(finished)
             for index in sorted(finished):
                 begun, stats, told, seconds = finished[index]
                 for draw, record in told:
                     pool.warmup.learn_from_exact(draw, record)
-                shared = longest / len(finished)
                 charged = seconds + begun.fitting if np.isfinite(seconds) else shared
                 pool.chains[index].account(begun, stats, charged)
             del pool.exploring[iteration]

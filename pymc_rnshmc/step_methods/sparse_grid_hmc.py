@@ -221,11 +221,7 @@ class SparseGridHMC(SurrogateHMC):
             "mass": self.mass,
             "domain": self.domain,
             "max_error": self.max_error,
-            "exact_potential": (
-                self.exact_model.potentials
-                if self.batch_evaluator is None
-                else potentials_with(self.batch_evaluator, self.exact_model)
-            ),
+            "exact_potential": potentials_with(self.batch_evaluator, self.exact_model),
             "exact_potential_and_gradient": (
                 None if self.gradient_free else self.exact_model.potential_and_gradient
             ),

@@ -48,6 +48,7 @@ from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.chain import SurrogateChain
 from pymc_rnshmc.step_methods.coarse_model import coarse_corrected
+from pymc_rnshmc.step_methods.evaluators import Evaluator, InProcessEvaluator
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.explorers import new_explorer
 from pymc_rnshmc.step_methods.model_failures import check_reject_errors
@@ -140,9 +141,9 @@ class SurrogateHMC(ArrayStepShared):
     _refuses_coarse: str | None = None
     """Why this sampler cannot use a coarse model (``coarse=`` is then refused), or ``None``."""
     _state_class = SurrogateHMCState
-    batch_evaluator = None
-    """Where batches of exact evaluations made for a fit run (SparseGridHMC's grid nodes):
-    ``None``, in this process; pooled chains set their evaluator
+    batch_evaluator: Evaluator = InProcessEvaluator()
+    """Where batches of exact evaluations made for a fit run (SparseGridHMC's grid nodes): in
+    this process; pooled chains set their evaluator
     (:mod:`~pymc_rnshmc.step_methods.evaluators`)."""
 
     def __init__(

@@ -24,7 +24,7 @@ class CountingChain:
     """A chain whose draw adds its evaluation (``x + 1``) to its point: draws count up."""
 
     def __init__(self) -> None:
-        self.exact_model = SimpleNamespace(failures=Failures())
+        self.exact_model = SimpleNamespace(failures=Failures(), logp_by_joint=False)
 
     def begin(self, q0, tune, rng, hooks):
         assert not tune
@@ -42,7 +42,7 @@ class SimulatedCluster:
         self.clock, self.sent, self.recovered = 0.0, 0, 0
         self.due: dict[concurrent.futures.Future, tuple[float, float]] = {}
 
-    def submit(self, function, position, gradient, *_):
+    def submit(self, function, position, gradient, by_joint):
         future = concurrent.futures.Future()
         self.sent += 1
         slow = bool(position[0] < 0)

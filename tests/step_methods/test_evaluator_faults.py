@@ -182,6 +182,8 @@ class FragileExactModel:
         self.dies_at = dies_at
         self.failures = Failures()
 
+    logp_by_joint = False
+
     def warm_up(self) -> None:
         """Nothing to compile."""
 
