@@ -97,7 +97,7 @@ class AdditiveLayer:
     def gradient_batch(self, whitened: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
         """Gradients for several coefficient vectors: ``(n, d, m)`` for ``coefficients (s, m)``."""
         slopes = self._activation.derivative(self._preactivation(whitened))
-        return np.einsum("nk,km,kd->ndm", slopes, coefficients, self.weights, optimize=True)
+        return _along(slopes, coefficients, self.weights)
 
 
 class RadialLayer:
@@ -194,8 +194,19 @@ class RadialLayer:
         """Gradients for several coefficient vectors: ``(n, d, m)`` for ``coefficients (s, m)``."""
         slopes = self._slopes(whitened)
         weighted = slopes @ coefficients  # (n, m): sum_k slope_nk v_km
-        towards_centres = np.einsum("nk,km,kd->ndm", slopes, coefficients, self.centres)
-        return towards_centres - whitened[:, :, None] * weighted[:, None, :]
+        return (
+            _along(slopes, coefficients, self.centres) - whitened[:, :, None] * weighted[:, None, :]
+        )
+
+
+def _along(slopes: np.ndarray, coefficients: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """``sum_k slopes[n, k] coefficients[k, m] directions[k, d]`` as ``(n, d, m)``.
+
+    One batched matrix product: NumPy's ``einsum`` takes this contraction without BLAS, six to
+    nine times slower at the sizes of a width choice (30 points, 1000 units, 25 penalties).
+    """
+    weighted = slopes[:, None, :] * coefficients.T[None, :, :]  # (n, m, s)
+    return np.matmul(weighted, directions).transpose(0, 2, 1)
 
 
 def make_hidden_layer(

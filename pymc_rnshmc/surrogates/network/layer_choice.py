@@ -239,8 +239,8 @@ class LayerChoice:
 
         The scales are tried in order on the same random directions and biases, compared on
         the widths up to half the widest (see :func:`screened_widths`); the search stops at the
-        first scale whose held-out error is negligible. The best scale then chooses among all
-        widths.
+        first scale whose held-out error is negligible. If the best scale chose the widest
+        screened width, its error was still falling, and it goes on to the wider ones.
 
         Returns
         -------
@@ -275,15 +275,19 @@ class LayerChoice:
                 break
         if best is None:
             raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
-        if len(screened) < len(widths) and best.choice.lowest > NEGLIGIBLE_ERROR * spread:
+        if best.choice.width == screened[-1] < widths[-1]:
             best = self._widen(best, whitened, values, gradients, held_out, spread, widths)
         return best.cut(spread, with_gradients=gradients is not None)
 
     def _widen(self, trial, whitened, values, gradients, held_out, spread, widths) -> _ScaleTrial:
-        """The scale's choice among all ``widths``; the screened one if that fails."""
+        """The scale's choice among ``widths`` from the screened one on (that one if this fails).
+
+        Called only when the widest screened width was chosen: the error was still falling.
+        """
+        wider = [width for width in widths if width >= trial.choice.width]
         try:
             choice = self._select_width(
-                trial.layer, whitened, trial.features, values, gradients, held_out, spread, widths
+                trial.layer, whitened, trial.features, values, gradients, held_out, spread, wider
             )
         except (SurrogateFitError, np.linalg.LinAlgError):
             return trial
