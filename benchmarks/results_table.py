@@ -34,6 +34,13 @@ SOURCES = (
     ("wide_models_mode", "python -m benchmarks.wide_models --dims 20,40,80 --seeds 1,2", ""),
     ("wide_models_mode_wide", "python -m benchmarks.wide_models --dims 160,320", ""),
     (
+        "wide_models_width_stop_baseline",
+        "python -m benchmarks.wide_models --dims 20,40,80,160 --seeds 1,2 "
+        '--samplers "RNSHMC,nutpie low-rank"',
+        "baseline nutpie low-rank alone (the strongest in the earlier runs at these widths); "
+        "after the fits' width search stops early",
+    ),
+    (
         "wide_models_hierarchical",
         "python -m benchmarks.wide_models --workload hierarchical",
         "baselines PyMC NUTS and nutpie low-rank",
