@@ -18,6 +18,7 @@ import numpy as np
 from pymc_rnshmc.surrogates.network.least_squares import penalty_grid, ridge_path
 
 __all__ = [
+    "LEARNED_ERROR",
     "NEGLIGIBLE_ERROR",
     "WIDENING_GAIN",
     "HeldOutChoice",
@@ -27,13 +28,14 @@ __all__ = [
 
 NEGLIGIBLE_ERROR = 1e-4
 """A held-out mean squared error below this fraction of the spread (1 % relative) is negligible."""
-WIDENING_GAIN = 0.1
-"""The least drop of the held-out error for which the width search goes on to the next width ...
-"""
 LEARNED_ERROR = 1e-2
-"""... once the error is below this fraction of the spread (10 % relative). Poorer fits try every
-width: their held-out error can stall between two widths and fall again at wider ones (a sum of
-sines in 4 dimensions, 200 points: 10.5, 10.7, 7.9, 6.8 at 25, 50, 100, 200 units)."""
+"""A held-out mean squared error below this fraction of the spread (10 % relative) is learned:
+the width search may stop there (:data:`WIDENING_GAIN`). Poorer fits try every width: their
+held-out error can stall between two widths and fall again at wider ones (a sum of sines in 4
+dimensions, 200 points: 10.5, 10.7, 7.9, 6.8 at 25, 50, 100, 200 units)."""
+WIDENING_GAIN = 0.1
+"""A learned fit's width search stops at the first wider width that lowers the held-out error by
+less than this share of the best narrower one's."""
 
 
 class HeldOutChoice(NamedTuple):

@@ -240,7 +240,8 @@ class LayerChoice:
         The scales are tried in order on the same random directions and biases, compared on
         the widths up to half the widest (see :func:`screened_widths`); the search stops at the
         first scale whose held-out error is negligible. If the best scale chose the widest
-        screened width, its error was still falling, and it goes on to the wider ones.
+        screened width, its error was still falling, and unless it is negligible the search
+        goes on to the wider widths.
 
         Returns
         -------
@@ -275,7 +276,8 @@ class LayerChoice:
                 break
         if best is None:
             raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
-        if best.choice.width == screened[-1] < widths[-1]:
+        still_falling = best.choice.width == screened[-1] < widths[-1]
+        if still_falling and best.choice.lowest > NEGLIGIBLE_ERROR * spread:
             best = self._widen(best, whitened, values, gradients, held_out, spread, widths)
         return best.cut(spread, with_gradients=gradients is not None)
 
