@@ -78,6 +78,7 @@ class WhitenedDiagAdaptState(QuadPotentialDiagAdaptState):
     _inverse_factor: Any = field(default=None)
     _mode: Any = field(default=None)
     _from_draws: bool = field(default=False)
+    _inverse_mass: Any = field(default=None)
 
 
 class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
@@ -95,7 +96,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
     _state_class = WhitenedDiagAdaptState
 
     def __init__(self, *args, **kwargs) -> None:
-        self._factor = self._inverse_factor = self._mode = None
+        self._factor = self._inverse_factor = self._mode = self._inverse_mass = None
         self._from_draws = False
         super().__init__(*args, **kwargs)
 
@@ -139,6 +140,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         factor = linalg.cholesky(np.asarray(covariance, dtype=float), lower=True)
         inverse = linalg.solve_triangular(factor, np.eye(len(factor)), lower=True)
         super().reset()
+        self._inverse_mass = None
         self._factor = factor.astype(self.dtype)
         self._inverse_factor = inverse.astype(self.dtype)
         self._mode = np.asarray(mode, dtype=self.dtype)
@@ -181,7 +183,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
     def reset(self) -> None:
         """PyMC's reset, and back to its coordinates."""
         super().reset()
-        self._factor = self._inverse_factor = self._mode = None
+        self._factor = self._inverse_factor = self._mode = self._inverse_mass = None
         self._from_draws = False
 
     def whiten(self, position: np.ndarray) -> np.ndarray:
@@ -195,14 +197,20 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         return (self._factor * self._var) @ self._factor.T
 
     def velocity(self, x, out=None):
-        """``M^-1 p``."""
-        if not self.whitened:
+        """``M^-1 p``: one product with ``M^-1``, formed once per change of the metric.
+
+        It is called at every leapfrog step, so its Python overhead counts on cheap models:
+        2.4 microseconds a call with the two triangular products, 0.5 with ``M^-1`` formed
+        (d = 4). Forming it costs 2 (d = 4) to 11 (d = 50) microseconds once per adaptation
+        update, and nothing after tuning.
+        """
+        if self._factor is None:
             return super().velocity(x, out=out)
-        velocity = self._factor @ (self._var * (self._factor.T @ x))
-        velocity = velocity.astype(self.dtype, copy=False)
+        if self._inverse_mass is None:
+            self._inverse_mass = self.covariance().astype(self.dtype)
         if out is None:
-            return velocity
-        out[...] = velocity
+            return self._inverse_mass @ x
+        out[...] = self._inverse_mass @ x
         return out
 
     def energy(self, x, velocity=None):
@@ -228,6 +236,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
     def _update_from_weightvar(self, weightvar):
         """The window's variances, shrunk toward the Laplace approximation's (1)."""
         super()._update_from_weightvar(weightvar)
+        self._inverse_mass = None
         if not self.whitened:
             return
         seen = float(weightvar.n_samples)

@@ -77,6 +77,21 @@ def test_adaptation_corrects_the_scale_shrunk_toward_the_approximation():
     np.testing.assert_array_equal(metric.covariance(), frozen)
 
 
+def test_velocity_follows_every_change_of_the_metric():
+    """``M^-1`` is formed once per change: adaptation, a new approximation, a restored state."""
+    metric, rng, momentum = potential(), np.random.default_rng(6), np.array([0.3, -1.2, 2.0])
+    states = []
+    for draw in rng.multivariate_normal(MODE, 4.0 * COVARIANCE, size=300):
+        metric.update(draw, np.zeros(3), tune=True)
+        np.testing.assert_allclose(metric.velocity(momentum), metric.covariance() @ momentum)
+        states.append((metric.sampling_state, metric.covariance()))
+    state, covariance = states[120]
+    metric.sampling_state = state
+    np.testing.assert_allclose(metric.velocity(momentum), covariance @ momentum)
+    metric.use_laplace(MODE, 2.0 * COVARIANCE)
+    np.testing.assert_allclose(metric.velocity(momentum), 2.0 * COVARIANCE @ momentum)
+
+
 def test_single_precision_pickling_and_sampling_state():
     metric = potential("float32")
     assert metric.random().dtype == np.float32

@@ -43,7 +43,10 @@ relative against the record made with AVX2 kernels, and without gradients diverg
 (2026-11-28). So there is one record per PyMC generation and kernel family ("Zen" runs
 Haswell's kernels: the same draws, checked with ``OPENBLAS_CORETYPE``); on another family the
 guard is skipped until it is recorded there. Forcing one family's kernels everywhere is no way
-out: ``OPENBLAS_CORETYPE=Haswell`` on the AVX-512 machine crashed scipy's ``eigh``."""
+out: ``OPENBLAS_CORETYPE=Haswell`` on the AVX-512 machine crashed scipy's ``eigh``. A sampler
+missing from a record is skipped: the Haswell records lost SparseGridHMC when the whitened
+metric's ``velocity`` began to multiply by ``M^-1`` formed once (2026-11-28), which moved its
+draws by 2e-5 relative on the AVX-512 machine, where it was re-recorded."""
 STATS = ("accept", "n_steps", "step_size", "model_logp", "n_logp_evals", "n_gradient_evals")
 
 
@@ -97,6 +100,8 @@ RECORD = (
 @pytest.mark.parametrize("name", list(GUARDED))
 def test_draws_are_those_of_the_record(name):
     recorded = np.load(RECORD)
+    if f"{name}/x" not in recorded:
+        pytest.skip(f"no record of {name} for this PyMC generation and kernel family")
     for key, values in guarded_draws(name).items():
         expected = recorded[key]
         if np.issubdtype(expected.dtype, np.floating):
