@@ -95,6 +95,18 @@ SOURCES = (
         "before it, in the same run: bulk / tail medians 0.25x / 0.15x (eight schools), "
         "0.61x / 0.57x (Student-t), so the Student-t's gain over its earlier row is not the rule's",
     ),
+    (
+        "economy_check_now",
+        "python -m benchmarks.economy --workloads <the four posteriordb ones of the check split> "
+        '--samplers "NUTS,NUTS dense,RNSHMC"',
+        "held out; the code after the fits' width search and the exploring metric's velocity, "
+        "run beside economy_check_again_now (one core each)",
+    ),
+    (
+        "economy_check_again_now",
+        'python -m benchmarks.economy --split check_again --samplers "NUTS,NUTS dense,RNSHMC"',
+        "held out; as economy_check_now",
+    ),
 )
 """Result files, the command behind each (its section in the page gives every option) and what
 to know about its baselines. A workload (and width) in a later file replaces its rows from
