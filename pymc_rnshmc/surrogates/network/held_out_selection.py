@@ -75,6 +75,7 @@ def choose_on_held_out(
     normal_equations: Callable,
     widths: list[int],
     penalty: float | None = None,
+    tried: tuple[HeldOutChoice, ...] = (),
 ) -> HeldOutChoice | None:
     """Choose the number of hidden units and the penalty of ``layer`` on held-out points.
 
@@ -88,9 +89,10 @@ def choose_on_held_out(
     Among penalties, the largest within 1 % of the best error (the smoother fit on ties).
     ``penalty`` fixes the relative penalty instead of searching ``1e-10 .. 10``.
     ``normal_equations(layer, whitened, features, values, gradients)`` returns the Gram matrix
-    and projection of the fit. ``None`` if every penalty gave a non-finite error.
+    and projection of the fit. ``tried`` are the choices of narrower widths already made (the
+    search goes on from them). ``None`` if every penalty gave a non-finite error.
     """
-    results = []
+    results = list(tried)
     for width in widths:
         result = _width_result(
             layer.subset(width),

@@ -282,14 +282,23 @@ class LayerChoice:
         return best.cut(spread, with_gradients=gradients is not None)
 
     def _widen(self, trial, whitened, values, gradients, held_out, spread, widths) -> _ScaleTrial:
-        """The scale's choice among ``widths`` from the screened one on (that one if this fails).
+        """The search of the scale's widths beyond the screened choice, which it goes on from.
 
-        Called only when the widest screened width was chosen: the error was still falling.
+        Called only when the widest screened width was chosen: the error was still falling, and
+        that width holds the lowest error so far. The screened choice if the wider ones fail.
         """
-        wider = [width for width in widths if width >= trial.choice.width]
+        wider = [width for width in widths if width > trial.choice.width]
         try:
             choice = self._select_width(
-                trial.layer, whitened, trial.features, values, gradients, held_out, spread, wider
+                trial.layer,
+                whitened,
+                trial.features,
+                values,
+                gradients,
+                held_out,
+                spread,
+                wider,
+                tried=(trial.choice,),
             )
         except (SurrogateFitError, np.linalg.LinAlgError):
             return trial
@@ -319,7 +328,9 @@ class LayerChoice:
             return [widest]
         return sorted({max(min(widest, MIN_DEFAULT_HIDDEN), widest // k) for k in (8, 4, 2, 1)})
 
-    def _select_width(self, layer, whitened, features, values, gradients, held_out, spread, widths):
+    def _select_width(
+        self, layer, whitened, features, values, gradients, held_out, spread, widths, tried=()
+    ):
         """Held-out choice of width and penalty for one drawn layer (see ``choose_on_held_out``)."""
         choice = choose_on_held_out(
             layer,
@@ -332,6 +343,7 @@ class LayerChoice:
             self.normal_equations,
             widths,
             self.penalty,
+            tried,
         )
         if choice is None:
             raise SurrogateFitError("Every penalty gave a non-finite held-out error.")
