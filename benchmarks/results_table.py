@@ -41,6 +41,12 @@ SOURCES = (
         "after the fits' width search stops early",
     ),
     (
+        "wide_models_held_out_period",
+        "python -m benchmarks.wide_models --dims 80,160 --seeds 1,2 "
+        '--samplers "RNSHMC,nutpie low-rank"',
+        "baseline nutpie low-rank alone; after the quarter period from held-out draws",
+    ),
+    (
         "wide_models_hierarchical",
         "python -m benchmarks.wide_models --workload hierarchical",
         "baselines PyMC NUTS and nutpie low-rank",

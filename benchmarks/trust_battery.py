@@ -5,6 +5,7 @@
     python -m benchmarks.trust_battery --dynamics hmc --ceiling --output trust_ceiling
     python -m benchmarks.trust_battery --coarse wrong --output trust_wrong_coarse
     python -m benchmarks.trust_battery --sampler SparseGridHMC --output trust_sparse_grid
+    python -m benchmarks.trust_battery --sampler NUTS --posteriors banana --output trust_nuts
 
 Every posterior has an exact reference (quadrature or a closed form). ``RNSHMC()`` (or
 ``--sampler``) with its defaults, both dynamics where it takes them, runs ``--chains`` chains of
@@ -168,9 +169,11 @@ SAMPLERS = {
     "ARNSHMC": ARNSHMC,
     "SparseGridHMC": SparseGridHMC,
     "RNSRMHMC": RNSRMHMC,
+    "NUTS": pm.NUTS,
 }
 WITH_DYNAMICS = ("RNSHMC", "ARNSHMC")
-"""Samplers that take ``dynamics=``; the others run their own (``"own"`` in the table)."""
+"""Samplers that take ``dynamics=``; the others run their own (``"own"`` in the table).
+``NUTS`` is PyMC's, the control: how far its exact draws stray by the same measures."""
 
 
 def _share(stats_group, name: str, where=None) -> float:

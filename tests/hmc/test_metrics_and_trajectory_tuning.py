@@ -3,7 +3,11 @@ import pytest
 from scipy import linalg
 
 from pymc_rnshmc.hmc.metrics import DenseMetric, DiagonalMetric, dense_metric_from_gradients
-from pymc_rnshmc.hmc.trajectory_candidates import covariance_estimate, quarter_period
+from pymc_rnshmc.hmc.trajectory_candidates import (
+    covariance_estimate,
+    held_out_quarter_period,
+    quarter_period,
+)
 from pymc_rnshmc.hmc.trajectory_tuning import effective_sample_size_per_draw, tune
 from tests.checks import effective_sample_size
 
@@ -151,3 +155,41 @@ def test_the_covariance_estimate_keeps_a_narrow_ridge():
     ratios = linalg.eigh(estimate, sample, eigvals_only=True)
     np.testing.assert_allclose(ratios, 1.0, atol=1e-3)
     assert quarter_period(DenseMetric(sample), estimate) == pytest.approx(np.pi / 2, rel=1e-3)
+    held_out = held_out_quarter_period(DenseMetric(sample), positions)
+    assert held_out == pytest.approx(np.pi / 2, rel=0.15)
+
+
+def test_the_held_out_quarter_period_sees_through_sampling_noise():
+    """Independent draws of a whitened Gaussian: the in-sample slowest direction is noise."""
+    metric = DenseMetric(np.eye(160))
+    in_sample, held_out = [], []
+    for seed in range(5):
+        draws = np.random.default_rng(seed).normal(size=(180, 160))
+        in_sample.append(quarter_period(metric, covariance_estimate(draws)))
+        held_out.append(held_out_quarter_period(metric, draws))
+    assert min(in_sample) > 1.8 * np.pi / 2
+    np.testing.assert_allclose(held_out, np.pi / 2, rtol=0.2)
+
+
+def test_the_held_out_quarter_period_keeps_a_truly_slow_direction():
+    """A direction of variance 9 among 80: found, if a little short (its direction is noisy)."""
+    scales = np.ones(80)
+    scales[7] = 3.0
+    metric = DenseMetric(np.eye(80))
+    ratios = [
+        held_out_quarter_period(metric, np.random.default_rng(seed).normal(size=(150, 80)) * scales)
+        / (3.0 * np.pi / 2)
+        for seed in range(10)
+    ]
+    assert 0.85 < np.median(ratios) < 1.05
+    assert min(ratios) > 0.7
+
+
+def test_the_held_out_quarter_period_falls_back_where_it_cannot_split():
+    """Too few draws, or a draw that is not finite: the quarter period of the draws' spread."""
+    metric = DiagonalMetric(np.ones(2))
+    few = np.random.default_rng(3).normal(size=(12, 2)) * np.array([2.0, 0.5])
+    assert held_out_quarter_period(metric, few) == quarter_period(metric, covariance_estimate(few))
+    broken = np.random.default_rng(4).normal(size=(60, 2))
+    broken[5, 1] = np.nan
+    assert held_out_quarter_period(metric, broken) == np.pi / 2

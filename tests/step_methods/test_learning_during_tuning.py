@@ -193,7 +193,7 @@ def test_after_learning_tuning_moves_on_the_surrogate_alone_and_checks_it(learni
 def test_a_wrong_surrogate_ends_tuning_alone_and_the_draws_stay_exact():
     idata, step = run(
         tune=600,
-        draws=1500,
+        draws=12_000,
         seed=12,
         surrogate=DistortedSurrogate("shifted", 1.5),
         refit_during_tuning=False,
@@ -206,5 +206,6 @@ def test_a_wrong_surrogate_ends_tuning_alone_and_the_draws_stay_exact():
     assert step._chain.warmup.alone.ended, "the checks saw the surrogate's error drift"
     phase = warmup_stat(idata, "phase")[0]
     assert 0 < (phase == ALONE_PHASE).sum() < 100, "it ended early"
-    # the shifted surrogate mixes slowly (exact acceptance about 0.1), hence the low ESS floor
+    # the shifted surrogate mixes slowly (exact acceptance about 0.1): 1500 draws gave a bulk
+    # ESS of 3-26 depending on the path length chosen, 12 000 (3 s) give 43-45
     assert_correlated_normal(idata, "RNSHMC tuned on a shifted surrogate", min_ess=25)

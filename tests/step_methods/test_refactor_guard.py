@@ -46,7 +46,9 @@ guard is skipped until it is recorded there. Forcing one family's kernels everyw
 out: ``OPENBLAS_CORETYPE=Haswell`` on the AVX-512 machine crashed scipy's ``eigh``. A sampler
 missing from a record is skipped: the Haswell records lost SparseGridHMC when the whitened
 metric's ``velocity`` began to multiply by ``M^-1`` formed once (2026-11-28), which moved its
-draws by 2e-5 relative on the AVX-512 machine, where it was re-recorded."""
+draws by 2e-5 relative on the AVX-512 machine, where it was re-recorded; they hold only RNSRMHMC
+since the surrogate dynamics' quarter period is estimated from held-out draws (2026-11-28), which
+changed every other sampler's path lengths."""
 STATS = ("accept", "n_steps", "step_size", "model_logp", "n_logp_evals", "n_gradient_evals")
 
 
