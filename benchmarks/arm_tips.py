@@ -13,11 +13,12 @@ transition of the frozen step. The kernel is reversible (a Metropolis test after
 move, or a NUTS transition, mixed by a coin that ignores the state), so the flow of probability
 from ``T`` to any set equals the flow back: ``pi(T) P(T -> B) = pi(B) P(B -> T)`` and likewise
 for the bulk. The rows give both sides with the ``z`` of their difference (binomial standard
-errors), the total flow in and out of ``T`` per draw (in draws of 10 000, the number of visits
-to ``T`` to expect), and the acceptance of one transition from 200 tip draws with the step size
-scaled by ``--step-scales``, with the median ``surrogate_error`` there (the model's change of
-potential over the move minus the surrogate's, in nats): where acceptance does not rise as the
-step shrinks, the surrogate, not the integrator, keeps the chain out.
+errors, the way back's as a balanced kernel would have it), the total flow in and out of ``T``
+per draw (in draws of 10 000, the number of visits to ``T`` to expect), and the acceptance of
+one transition from 200 tip draws with the step size scaled by ``--step-scales``, with the
+median ``surrogate_error`` there (the model's change of potential over the move minus the
+surrogate's, in nats): where acceptance does not rise as the step shrinks, the surrogate, not
+the integrator, keeps the chain out.
 
 Results go to ``benchmarks/results/<output>.{json,md}``.
 """
@@ -57,9 +58,18 @@ def one_transition(step, model, starts: np.ndarray) -> np.ndarray:
 
 
 def flow(mass_from: float, moved: np.ndarray, mass_to: float, back: np.ndarray) -> dict:
-    """Both sides of ``pi(A) P(A -> C) = pi(C) P(C -> A)`` and the ``z`` of their difference."""
+    """Both sides of ``pi(A) P(A -> C) = pi(C) P(C -> A)`` and the ``z`` of their difference.
+
+    The variance of the way back is that of a balanced kernel (its probability ``out / pi(C)``),
+    not of the count seen: a rare way back often shows no event at all, whose own variance is
+    zero.
+    """
     out, into = mass_from * moved.mean(), mass_to * back.mean()
-    variance = mass_from**2 * moved.var() / moved.size + mass_to**2 * back.var() / back.size
+    balanced = min(out / mass_to, 1.0)
+    variance = (
+        mass_from**2 * moved.var() / moved.size
+        + mass_to**2 * balanced * (1.0 - balanced) / back.size
+    )
     return {"out": out, "back": into, "z": (out - into) / np.sqrt(variance) if variance else 0.0}
 
 

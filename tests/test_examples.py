@@ -5,6 +5,7 @@ the default suite by smaller runs.
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,9 +45,15 @@ def test_logistic_regression_example_compares_nuts_rnshmc_and_arnshmc(tmp_path):
     lines = completed.stdout.splitlines()
     for name in ("RNSHMC", "ARNSHMC"):
         cells = next(line for line in lines if line.startswith(f"{name} ")).split()
-        # the table's columns 11 and 12: logp and gradient evaluations per draw after tuning,
-        # one logp per surrogate draw and a NUTS trajectory per net draw (a tenth)
-        assert 1.0 < float(cells[11]) < 4.0 and 0.0 < float(cells[12]) < 3.0
+        logps, gradients = float(cells[11]), float(cells[12])
+        # the table's columns 11 and 12: logp and gradient evaluations per draw after tuning
+        if re.search(rf"\b{name} continues with exact NUTS", completed.stdout + completed.stderr):
+            # the check of whether the surrogate pays (measured seconds) gave it up: NUTS draws,
+            # a logp with each gradient (ARNSHMC on PyMC 5 here, whose online updates are slow)
+            assert logps == gradients > 1.0
+        else:
+            # one logp per surrogate draw and a NUTS trajectory per net draw (a tenth)
+            assert 1.0 < logps < 4.0 and 0.0 < gradients < 3.0
     assert (tmp_path / "ess_per_second.png").stat().st_size > 0
     assert (tmp_path / "error_vs_time.png").stat().st_size > 0
 
