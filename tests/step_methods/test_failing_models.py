@@ -24,10 +24,15 @@ from tests.step_methods.helpers import sample_step
 LIMIT = 1.0
 TUNE, DRAWS = 400, 600
 SAMPLERS = {
-    "RNSHMC": (RNSHMC, {"exploration_steps": 150}),
-    "ARNSHMC": (ARNSHMC, {}),
-    "SparseGridHMC": (SparseGridHMC, {"exploration_steps": 150}),
+    "RNSHMC": (RNSHMC, {"exploration_steps": 150, "weigh_costs": False}),
+    "ARNSHMC": (ARNSHMC, {"weigh_costs": False}),
+    "SparseGridHMC": (SparseGridHMC, {"exploration_steps": 150, "weigh_costs": False}),
 }
+"""Costs are not weighed, as in the protocol suite: on these cheap models the check of whether
+the surrogate pays (measured seconds) may send a chain to exact NUTS, which left an interrupt
+during surrogate draws nothing to interrupt and an ARNSHMC chain short of the ESS its moment
+check needs (bulk ESS 119 < 150, once in CI); timings would make the draws depend on more than
+the seed."""
 
 
 @pytest.fixture(autouse=True)
@@ -222,9 +227,7 @@ def test_an_interrupt_returns_what_was_drawn(name, method, after_tuning, monkeyp
     step_class, options = SAMPLERS[name]
     model = failing_normal(np.inf)
     with model:
-        # costs not weighed: whether the surrogate pays, judged on measured seconds, would
-        # otherwise decide whether there are surrogate draws after tuning to interrupt
-        step = step_class(weigh_costs=False, **options)
+        step = step_class(**options)
     arm_when(
         monkeypatch,
         step,
