@@ -47,6 +47,13 @@ SOURCES = (
         "baseline nutpie low-rank alone; after the quarter period from held-out draws",
     ),
     (
+        "wide_models_first_refit_320",
+        "python -m benchmarks.wide_models --dims 320 --seeds 1,2 "
+        '--samplers "RNSHMC,nutpie low-rank"',
+        "baseline nutpie low-rank alone; after the first refit that comes with half again as "
+        "many points where the record cannot double in time",
+    ),
+    (
         "wide_models_hierarchical",
         "python -m benchmarks.wide_models --workload hierarchical",
         "baselines PyMC NUTS and nutpie low-rank",

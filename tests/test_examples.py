@@ -42,18 +42,8 @@ def test_logistic_regression_example_compares_nuts_rnshmc_and_arnshmc(tmp_path):
     )
     assert "RNSHMC / NUTS bulk ESS per second" in completed.stdout
     assert "ARNSHMC / NUTS bulk ESS per second" in completed.stdout
-    lines = completed.stdout.splitlines()
     for name in ("RNSHMC", "ARNSHMC"):
-        cells = next(line for line in lines if line.startswith(f"{name} ")).split()
-        logps, gradients = float(cells[11]), float(cells[12])
-        # the table's columns 11 and 12: logp and gradient evaluations per draw after tuning
-        if re.search(rf"\b{name} continues with exact NUTS", completed.stdout + completed.stderr):
-            # the check of whether the surrogate pays (measured seconds) gave it up: NUTS draws,
-            # a logp with each gradient (ARNSHMC on PyMC 5 here, whose online updates are slow)
-            assert logps == gradients > 1.0
-        else:
-            # one logp per surrogate draw and a NUTS trajectory per net draw (a tenth)
-            assert 1.0 < logps < 4.0 and 0.0 < gradients < 3.0
+        assert_evaluations_per_draw(name, completed)
     assert (tmp_path / "ess_per_second.png").stat().st_size > 0
     assert (tmp_path / "error_vs_time.png").stat().st_size > 0
 
@@ -64,11 +54,26 @@ def test_elliptic_pde_example_compares_nuts_and_rnshmc():
     )
     assert "seconds per solve" in completed.stdout
     assert "RNSHMC / NUTS bulk ESS per second of draws" in completed.stdout
-    cells = next(line for line in completed.stdout.splitlines() if line.startswith("RNSHMC "))
-    cells = cells.split()
-    # compare_samplers' columns 11 and 12: logp and gradient evaluations per draw after tuning,
-    # one logp per surrogate draw and a NUTS trajectory per net draw (a tenth)
-    assert 1.0 < float(cells[11]) < 4.0 and 0.0 < float(cells[12]) < 3.0
+    assert_evaluations_per_draw("RNSHMC", completed)
+
+
+def assert_evaluations_per_draw(name: str, completed) -> None:
+    """The evaluations per kept draw of ``name``'s row fit what the example's log says it did.
+
+    The examples run the samplers' defaults, whose check of whether the surrogate pays weighs
+    measured seconds: on these small, cheap models it may give the surrogate up.
+    """
+    line = next(line for line in completed.stdout.splitlines() if line.startswith(f"{name} "))
+    cells = line.split()
+    # compare_samplers' columns 11 and 12: logp and gradient evaluations per draw after tuning
+    logps, gradients = float(cells[11]), float(cells[12])
+    if re.search(rf"\b{name} continues with exact NUTS", completed.stdout + completed.stderr):
+        # NUTS draws, a logp with each gradient (ARNSHMC on PyMC 5 in the logistic example,
+        # whose online updates are slow)
+        assert logps == gradients > 1.0
+    else:
+        # one logp per surrogate draw and a NUTS trajectory per net draw (a tenth)
+        assert 1.0 < logps < 4.0 and 0.0 < gradients < 3.0
 
 
 # 27-30 s: models without gradients are sampled in tests/step_methods (black-box cases)

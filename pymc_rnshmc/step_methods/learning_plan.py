@@ -58,6 +58,12 @@ class LearningPlan:
         self.name = name
         self.next_refit: int | None = None
         """Refit once the record holds this many points; ``None``: no refit to come."""
+        self.least_refit: int | None = None
+        """... or with at least this many at the last draw a refit can come in time
+        (:meth:`~pymc_rnshmc.step_methods.schedule.ExplorationSchedule.least_refit`)."""
+        self.fits = 0
+        """Fits of the current surrogate's line: the first is always refitted (counted, since
+        a surrogate may report no held-out error)."""
         self.fit_error = np.nan
         """The last fit's held-out gradient error (its successor must improve on it)."""
         self.for_wall = False
@@ -79,12 +85,17 @@ class LearningPlan:
 
         A wall's request is met by any fit.
         """
+        first, previous_error = self.fits == 0, self.fit_error
+        self.fits += 1
         learning = (
             self.learns
             and not end_of_tuning
-            and self.schedule.keeps_learning(record_size, error, self.fit_error, tuning_draws_left)
+            and self.schedule.keeps_learning(
+                record_size, error, np.nan if first else previous_error, tuning_draws_left
+            )
         )
         self.next_refit = self.schedule.next_refit(record_size) if learning else None
+        self.least_refit = self.schedule.least_refit(record_size, first) if learning else None
         self.fit_error = error
         self.for_wall = False
 
@@ -94,10 +105,11 @@ class LearningPlan:
         """Whether to refit now; drops the plan once a refit cannot come in time or pay.
 
         A refit needs ``refit_adaptation`` tuning draws after it (when the tuning length is
-        known). Learning stops as soon as the next refit could not come in time for them (the
-        record grows by at most a point a draw) or would not pay for itself when due.
-        ``draws_left``: tuning and kept draws to come for each of the ``chains`` that share the
-        surrogate.
+        known). It comes once the record holds ``next_refit`` points, or at the last draw that
+        leaves those tuning draws, with at least ``least_refit``. Learning stops as soon as
+        that could not happen (the record grows by at most a point a draw) or the refit would
+        not pay for itself when due. ``draws_left``: tuning and kept draws to come for each of
+        the ``chains`` that share the surrogate.
         """
         if self.next_refit is None:
             return False
@@ -107,13 +119,17 @@ class LearningPlan:
             return False
         if not (self.for_wall or self._pays(record_size, draws_left, chains)):
             return False
-        return record_size >= self.next_refit
+        last_chance = (
+            tuning_draws_left is not None and tuning_draws_left <= self.schedule.refit_adaptation
+        )
+        return record_size >= (self.least_refit if last_chance else self.next_refit)
 
     def _in_time(self, record_size: int, tuning_draws_left: int | None) -> bool:
-        """Whether the next refit can come with ``refit_adaptation`` tuning draws after it."""
+        """Whether a refit can still come with ``refit_adaptation`` tuning draws after it."""
         if tuning_draws_left is None:
             return True
-        points_to_come = max(self.next_refit - record_size, 0)
+        least = self.next_refit if self.least_refit is None else self.least_refit
+        points_to_come = max(least - record_size, 0)
         return points_to_come <= tuning_draws_left - self.schedule.refit_adaptation
 
     def _pays(self, record_size: int, draws_left: int, chains: int) -> bool:
@@ -150,9 +166,14 @@ class LearningPlan:
         self.wall_refits += 1
         self.for_wall = True
         if self.next_refit is None or self.next_refit > record_size:
-            self.next_refit = record_size
+            self.next_refit = self.least_refit = record_size
+
+    def restart(self) -> None:
+        """No more refits of this surrogate; the next fit (after exploring again) is a first."""
+        self.stop()
+        self.fits, self.fit_error = 0, np.nan
 
     def stop(self) -> None:
         """No more refits (learning has ended), a wall's included."""
-        self.next_refit = None
+        self.next_refit = self.least_refit = None
         self.for_wall = False

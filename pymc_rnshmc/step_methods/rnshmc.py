@@ -28,7 +28,8 @@ class RNSHMC(SurrogateHMC):
        ``logp``, the plausible proposals are recorded, and each time they have doubled the
        surrogate is refitted and the dynamics re-chosen, while a refit still helps (held-out
        gradient error above 10 %, or above 1 % and still falling by a tenth) and can be
-       followed by 100 tuning draws of step size adaptation;
+       followed by 100 tuning draws of step size adaptation (the first refit, where the record
+       cannot double in time, comes at the last such draw if it has grown by half);
     4. with ``weigh_costs``, a setup that costs at most half of what exact NUTS would still
        need, refits after the first only while they pay for themselves, and exact NUTS for the
        rest of the chain if the surrogate's draws are measured to give fewer effective draws

@@ -94,6 +94,11 @@ class ExplorationSchedule:
         tuning draws.
     refit_growth : float
         Refit each time the training points have grown by this factor since the last fit.
+    first_refit_growth : float
+        The first refit, which is always wanted, may come on fewer points: where the record
+        cannot reach ``refit_growth`` times the first fit's in time, it comes at the last draw
+        that leaves ``refit_adaptation`` tuning draws after it, if the record has grown by this
+        factor by then (:meth:`least_refit`).
     negligible_error : float
         A held-out relative gradient error that leaves nothing to learn.
     learned_error : float
@@ -121,6 +126,7 @@ class ExplorationSchedule:
     training_share: float = 0.75
     learns_during_tuning: bool = False
     refit_growth: float = 2.0
+    first_refit_growth: float = 1.5
     negligible_error: float = 0.01
     learned_error: float = 0.1
     refit_improvement: float = 0.9
@@ -199,6 +205,19 @@ class ExplorationSchedule:
         """Record size at which a surrogate fitted on ``n_points`` is refitted."""
         return max(n_points + 1, round(self.refit_growth * n_points))
 
+    def least_refit(self, n_points: int, first: bool) -> int:
+        """The fewest record points a refit after a fit on ``n_points`` may come with.
+
+        ``next_refit`` for every refit but the ``first``, which may come with
+        ``first_refit_growth`` times the points when the record cannot reach ``next_refit`` in
+        time (at d = 320 and ``tune=1000`` the exploration alone takes 480 draws, and a refit at
+        960 points could not follow).
+        """
+        planned = self.next_refit(n_points)
+        if not first:
+            return planned
+        return min(planned, max(n_points + 1, math.ceil(self.first_refit_growth * n_points)))
+
     def keeps_learning(
         self, n_points: int, error: float, previous_error: float, draws_left: int | None
     ) -> bool:
@@ -217,7 +236,8 @@ class ExplorationSchedule:
                 return False
         if draws_left is None:
             return True
-        return self.next_refit(n_points) - n_points + self.refit_adaptation <= draws_left
+        first = not np.isfinite(previous_error)
+        return self.least_refit(n_points, first) - n_points + self.refit_adaptation <= draws_left
 
     def _first_start(self, dim: int, tune: int | None) -> int:
         share = round(self.earliest_share * (ASSUMED_TUNE if tune is None else tune))
@@ -238,7 +258,8 @@ RNSHMC_SCHEDULE = ExplorationSchedule(
 """Start after ``max(50, 1.5 d, 20 % of tuning)`` draws, postponed by half again while the fit
 is poor, at latest at 70 % of tuning (the held-out check judges whether ``d + 2`` points
 suffice); then learn from the tuning draws, refitting each time they double while that still
-helps."""
+helps (the first refit, if the record cannot double in time, on half again as many points at the
+last draw that leaves time to adapt after it)."""
 
 ARNSHMC_SCHEDULE = RNSHMC_SCHEDULE
 """As RNSHMC's: ARNSHMC differs in what it does after tuning, not before."""

@@ -557,7 +557,7 @@ class SurrogateWarmup:
         mean_accept = self.collapse.record(accept)
         if mean_accept is None:
             return None
-        self.plan.stop()
+        self.plan.restart()
         name = self.settings.name
         restart = self.start.restart(iteration)
         if restart is None:

@@ -194,7 +194,7 @@ def warmup_due_for_a_second_refit(weighs_costs: bool, surrogate_seconds: float):
     warmup = SurrogateWarmup(settings(weighs_costs=weighs_costs), tune=1000, draws=1000)
     warmup.economy.fit_took(600, 2.0, refit=False)
     warmup.economy.fit_took(600, 2.0, refit=True)
-    warmup.plan.next_refit = 600
+    warmup.plan.next_refit = warmup.plan.least_refit = 600
     for point in np.random.default_rng(1).normal(size=(600, 3)):  # the refit is due
         warmup.record.append(point, 0.5 * point @ point, point)
     for _ in range(50):

@@ -28,7 +28,8 @@ SAMPLERS = {
     "ARNSHMC": (ARNSHMC, {"weigh_costs": False}),
     "SparseGridHMC": (SparseGridHMC, {"exploration_steps": 150, "weigh_costs": False}),
 }
-"""Costs are not weighed, as in the protocol suite: on these cheap models the check of whether
+"""Costs are not weighed here, in this table and in every step this file builds, as in the
+protocol suite: on these cheap models the check of whether
 the surrogate pays (measured seconds) may send a chain to exact NUTS, which left an interrupt
 during surrogate draws nothing to interrupt and an ARNSHMC chain short of the ESS its moment
 check needs (bulk ESS 119 < 150, once in CI); timings would make the draws depend on more than
@@ -116,7 +117,7 @@ def test_a_nan_region_is_rejected_and_counted_in_every_phase(name, caplog):
 def test_a_nan_region_of_a_model_without_gradients_is_rejected_and_counted():
     model = failing_normal(LIMIT, gradient=False)
     with model:
-        step = RNSHMC()
+        step = RNSHMC(weigh_costs=False)
     idata = sample(model, step, tune=600, draws=1500, seed=6)
     assert_truncated_normal(idata, "gradient-free")
     assert stat(idata, "warmup_sample_stats", "model_failures").sum() > 0
@@ -166,7 +167,7 @@ def test_an_error_in_each_phase_says_where_it_happened(name, method, phase, monk
 def test_listed_errors_are_rejections_that_truncate_the_posterior():
     model = failing_normal(LIMIT, ZeroDivisionError)
     with model:
-        step = RNSHMC(exploration_steps=150, reject_errors=ZeroDivisionError)
+        step = RNSHMC(exploration_steps=150, reject_errors=ZeroDivisionError, weigh_costs=False)
     idata = sample(model, step, seed=7)
     assert_truncated_normal(idata, "rejected ZeroDivisionError")
     assert stat(idata, "warmup_sample_stats", "model_failures").sum() > 0
@@ -178,7 +179,12 @@ def test_a_listed_error_of_the_gradient_where_an_exact_draw_starts_is_a_counted_
     # draws then start there and need the gradient, which raises the listed error.
     model = gradient_failing_normal(LIMIT, ZeroDivisionError)
     with model:
-        step = RNSHMC(exploration_steps=150, safety_net=0.3, reject_errors=ZeroDivisionError)
+        step = RNSHMC(
+            exploration_steps=150,
+            safety_net=0.3,
+            reject_errors=ZeroDivisionError,
+            weigh_costs=False,
+        )
     idata = sample(model, step, seed=7)
     net = stat(idata, "sample_stats", "safety_net")
     failures = stat(idata, "sample_stats", "model_failures")

@@ -78,7 +78,7 @@ def test_refits_grow_the_training_set_beyond_the_exploration(learning_run):
 def test_the_surrogate_is_frozen_after_tuning():
     model = correlated_normal()
     with model:
-        step = RNSHMC(exploration_steps=EXPLORATION, start_error=None)
+        step = RNSHMC(exploration_steps=EXPLORATION, start_error=None, weigh_costs=False)
     start_chain(step, seed=4, tune=300, draws=50)
     point = model.initial_point()
     for _ in range(300):
@@ -111,9 +111,12 @@ def test_learning_stops_once_a_good_fit_stagnates():
 
 def test_learning_stops_when_no_refit_could_be_adapted_before_tuning_ends():
     schedule = RNSHMC_SCHEDULE
-    # the next refit comes after 100 more recorded proposals, and needs 100 draws to adapt after
-    assert schedule.keeps_learning(100, 0.3, np.nan, 200)
-    assert not schedule.keeps_learning(100, 0.3, np.nan, 199)
+    # a refit comes after 100 more recorded proposals (the first after 50, if it must), and
+    # needs 100 draws to adapt after it
+    assert schedule.keeps_learning(100, 0.3, np.nan, 150)
+    assert not schedule.keeps_learning(100, 0.3, np.nan, 149)
+    assert schedule.keeps_learning(200, 0.3, 0.4, 300)
+    assert not schedule.keeps_learning(200, 0.3, 0.4, 299)
     assert schedule.keeps_learning(100, 0.3, np.nan, None), "unknown tuning length: keep on"
 
 

@@ -20,7 +20,9 @@ def test_a_first_fit_plans_a_refit_at_the_schedules_growth_unless_it_cannot_lear
     learning.after_fit(100, error=0.2, tuning_draws_left=800, end_of_tuning=False)
     assert learning.next_refit == RNSHMC_SCHEDULE.next_refit(100) == 200
     assert learning.fit_error == 0.2
-    too_few = 100 + ADAPTATION - 1  # the refit at 200 points would leave too few draws after it
+    # a first refit may come on half again as many points; one on fewer would leave too few
+    # draws after it
+    too_few = 50 + ADAPTATION - 1
     for tuning_draws_left, end_of_tuning in ((800, True), (too_few, False)):
         stopped = plan()
         stopped.after_fit(100, 0.2, tuning_draws_left, end_of_tuning)
@@ -43,10 +45,31 @@ def test_a_refit_is_due_at_its_record_size_and_dropped_once_it_cannot_come_in_ti
     assert not learning.refit_due(199, 500, 1500, chains=1)
     assert learning.refit_due(200, 500, 1500, chains=1)
     assert learning.refit_due(250, None, 1500, chains=1)  # PyMC 5: the tuning length unknown
-    last_in_time = 100 + ADAPTATION  # a point a draw: 100 points to come, then the adaptation
+    # a point a draw: the 50 points of the least first refit to come, then the adaptation
+    last_in_time = 50 + ADAPTATION
     assert not learning.refit_due(100, last_in_time, 1500, chains=1) and learning.learning
     assert not learning.refit_due(100, last_in_time - 1, 1500, chains=1)
     assert not learning.learning
+
+
+def test_a_first_refit_that_cannot_double_in_time_comes_at_the_last_draw_with_half_again():
+    # d = 320 with tune = 1000: 480 exploration draws, 520 tuning draws left
+    learning = plan()
+    learning.after_fit(480, error=0.06, tuning_draws_left=520, end_of_tuning=False)
+    assert learning.learning and learning.next_refit == 960 and learning.least_refit == 720
+    assert not learning.refit_due(850, ADAPTATION + 1, 1500, chains=1)  # not yet the last draw
+    assert learning.refit_due(850, ADAPTATION, 1500, chains=1)  # the last: 850 >= 720 points
+    short = plan()
+    short.after_fit(480, error=0.06, tuning_draws_left=520, end_of_tuning=False)
+    assert not short.refit_due(700, ADAPTATION, 1500, chains=1)  # grown too little by then
+    assert not short.learning
+    # after that refit nothing can follow; a later refit has no such allowance
+    learning.after_fit(850, error=0.03, tuning_draws_left=ADAPTATION, end_of_tuning=False)
+    assert not learning.learning
+    later = plan()
+    later.after_fit(100, error=0.2, tuning_draws_left=800, end_of_tuning=False)
+    later.after_fit(200, error=0.15, tuning_draws_left=700, end_of_tuning=False)
+    assert later.least_refit == later.next_refit == 400
 
 
 def test_a_second_refit_is_dropped_where_it_costs_more_than_it_saves():
@@ -57,10 +80,10 @@ def test_a_second_refit_is_dropped_where_it_costs_more_than_it_saves():
     for _ in range(50):
         economy.note_draw(0, 15, 5e-3)
         economy.note_draw(1, 0, 4e-3)
-    learning.next_refit = 600
+    learning.next_refit = learning.least_refit = 600
     assert not learning.refit_due(600, 200, 1200, chains=1)  # 2 s against 1.2 ms a draw saved
     assert not learning.learning
-    learning.next_refit = 600
+    learning.next_refit = learning.least_refit = 600
     assert learning.refit_due(600, 200, 1200, chains=100)  # a hundred chains share the fit
     learning.for_wall = True
     assert learning.refit_due(600, 200, 1200, chains=1)  # a wall's refit is not weighed
@@ -89,3 +112,18 @@ def test_walls_bring_a_refit_at_once_a_few_times_and_only_after_the_record_grew(
     never = plan(learns=False)
     never.refit_behind_wall(grown, fitted)
     assert not never.learning
+
+
+def test_fits_are_counted_and_the_fit_after_a_restart_is_a_first_again():
+    learning = plan()
+    learning.after_fit(100, error=0.05, tuning_draws_left=800, end_of_tuning=False)
+    learning.after_fit(200, error=0.049, tuning_draws_left=700, end_of_tuning=False)
+    assert not learning.learning  # learned and stagnating
+    learning.restart()  # the surrogate collapsed; the chain explores again
+    learning.after_fit(300, error=0.049, tuning_draws_left=450, end_of_tuning=False)
+    # a first fit is always refitted, with half again as many points if it cannot double
+    assert learning.learning and (learning.least_refit, learning.next_refit) == (450, 600)
+    unknown = plan()  # a surrogate that reports no held-out error
+    unknown.after_fit(100, error=np.nan, tuning_draws_left=800, end_of_tuning=False)
+    unknown.after_fit(200, error=np.nan, tuning_draws_left=700, end_of_tuning=False)
+    assert unknown.least_refit == unknown.next_refit == 400  # only the first has the allowance

@@ -39,7 +39,13 @@ class CountingEvaluator(InProcessEvaluator):
 
 
 def pooled_run(
-    model, sampler_class=RNSHMC, seed=5, evaluator=None, share_exploration=False, **options
+    model,
+    sampler_class=RNSHMC,
+    seed=5,
+    evaluator=None,
+    share_exploration=False,
+    draws=DRAWS,
+    **options,
 ):
     options.setdefault("weigh_costs", False)  # draws that depend on the seed alone
     with model:
@@ -48,7 +54,7 @@ def pooled_run(
         idata = pm.sample(
             step=pooled,
             tune=TUNE,
-            draws=DRAWS,
+            draws=draws,
             chains=CHAINS,
             cores=1,
             random_seed=seed,
@@ -155,8 +161,12 @@ def test_the_pooled_frozen_kernel_leaves_the_banana_invariant():
 
 
 def test_a_deliberately_wrong_surrogate_still_gives_the_posterior():
+    # twice the draws: the four chains refit the wrong surrogate on what they learned, and its
+    # trajectories, chosen on it, mix the exact posterior less well (with 4 x 300 draws, the
+    # least bulk ESS of the three coordinates was 46-299 over seeds 1-9; the check needs 150)
     model = independent_normal()
-    idata, _ = pooled_run(model, surrogate=DistortedSurrogate("shifted", 0.5), seed=9)
+    wrong = DistortedSurrogate("shifted", 0.5)
+    idata, _ = pooled_run(model, surrogate=wrong, seed=9, draws=2 * DRAWS)
     x = posterior_draws(idata, "x")
     for i in range(3):
         assert_moments(x[..., i], NORMAL_MEAN[i], NORMAL_SD[i], f"x[{i}]", min_ess=150)
@@ -204,8 +214,9 @@ def test_each_chain_is_charged_its_own_work_wherever_it_ran():
 def test_an_evaluator_measures_each_requests_own_work():
     with correlated_normal():
         sampler = RNSHMC()
-    position = sampler.exact_model.initial_position
-    evaluations = InProcessEvaluator().evaluate([(sampler.exact_model, position, True)] * 2)
+    position, evaluator = sampler.exact_model.initial_position, InProcessEvaluator()
+    evaluator.evaluate([(sampler.exact_model, position, True)])  # compiles (about 1 s, Numba)
+    evaluations = evaluator.evaluate([(sampler.exact_model, position, True)] * 2)
     assert all(0 < evaluation.seconds < 1 for evaluation in evaluations)
 
 

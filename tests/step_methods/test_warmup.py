@@ -246,13 +246,21 @@ def test_a_stretch_ended_by_its_checks_stays_ended_and_a_refit_measures_afresh()
     assert warmup.alone.reference is None and warmup.alone.ended
 
 
-def test_learning_stops_once_the_next_refit_cannot_come_in_time():
-    warmup = fitted_warmup()
-    refit_at, host = warmup.plan.next_refit, Host()
-    adaptation = RNSHMC_SCHEDULE.refit_adaptation
-    points_to_come = refit_at - len(warmup.record)
-    last_in_time = TUNE - adaptation - points_to_come
-    warmup.fit_if_due(last_in_time, np.random.default_rng(9), host)
-    assert warmup.plan.next_refit == refit_at
-    warmup.fit_if_due(last_in_time + 1, np.random.default_rng(9), host)
-    assert warmup.plan.next_refit is None and host.installed == 0
+def test_a_first_refit_comes_at_the_last_draw_in_time_or_learning_stops():
+    # a record of 80 at the first fit: a refit at 160 points, or with at least 120 at the last
+    # draw that leaves the adaptation's draws after it
+    adaptation, rng = RNSHMC_SCHEDULE.refit_adaptation, np.random.default_rng(9)
+    last = TUNE - adaptation
+    grown, host = fitted_warmup(), Host()
+    assert (grown.plan.next_refit, grown.plan.least_refit) == (160, 120)
+    explore(grown, 50, rng)  # 130 points by the last draw: short of 160, more than 120
+    grown.fit_if_due(last - 1, rng, host)
+    assert grown.plan.learning and host.installed == 0
+    grown.fit_if_due(last, rng, host)
+    assert host.installed == 1 and not grown.plan.learning  # nothing could follow this one
+    short, host = fitted_warmup(), Host()
+    explore(short, 20, rng)  # 100 points: the 20 to come fit in until draw TUNE - 100 - 20
+    short.fit_if_due(last - 20, rng, host)
+    assert short.plan.learning
+    short.fit_if_due(last - 19, rng, host)
+    assert not short.plan.learning and host.installed == 0
