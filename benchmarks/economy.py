@@ -15,7 +15,7 @@ commit: the same script, that tree's package), "RNSHMC exact" (a study: RNSHMC t
 continues with exact NUTS where it would fit its first surrogate, the counterfactual of a rule
 that gives the surrogate up before its first fit), and "RNSHMC keep" / "RNSHMC give up" (a
 study of the verdict: its answer forced one way, so the two runs of a seed are one chain up
-to the verdict and then either answer's outcome; the windows it judged are recorded).
+to the verdict and then either answer's outcome; only these record the windows it judged).
 
 Workloads: "sleep_<s>" (``x ~ N(0, C)``, d = 5, AR(1) correlation 0.6, through a forward model
 that sleeps ``s`` seconds a call: the model's cost alone varies), "sleep20_<s>" (the same at
@@ -117,7 +117,7 @@ def sampler_for(name: str):
         _never_fit()
     if name in ("RNSHMC keep", "RNSHMC give up"):
         _force_verdict(pays=name == "RNSHMC keep")
-    _record_verdict_windows()
+        _record_verdict_windows()  # the study's draws: 0.1-0.2 MB a run, so only its arms
     return RNSHMC, {}
 
 

@@ -85,14 +85,13 @@ class LearningPlan:
 
         A wall's request is met by any fit.
         """
-        first, previous_error = self.fits == 0, self.fit_error
+        first = self.fits == 0
         self.fits += 1
+        previous_error = None if first else self.fit_error
         learning = (
             self.learns
             and not end_of_tuning
-            and self.schedule.keeps_learning(
-                record_size, error, np.nan if first else previous_error, tuning_draws_left
-            )
+            and self.schedule.keeps_learning(record_size, error, previous_error, tuning_draws_left)
         )
         self.next_refit = self.schedule.next_refit(record_size) if learning else None
         self.least_refit = self.schedule.least_refit(record_size, first) if learning else None

@@ -11,8 +11,6 @@ import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-import numpy as np
-
 __all__ = [
     "ARNSHMC_SCHEDULE",
     "RNSHMC_SCHEDULE",
@@ -219,16 +217,17 @@ class ExplorationSchedule:
         return min(planned, max(n_points + 1, math.ceil(self.first_refit_growth * n_points)))
 
     def keeps_learning(
-        self, n_points: int, error: float, previous_error: float, draws_left: int | None
+        self, n_points: int, error: float, previous_error: float | None, draws_left: int | None
     ) -> bool:
         """Whether to learn on after a fit on ``n_points`` with held-out gradient ``error``.
 
-        ``previous_error`` is the last fit's (NaN for the first); ``draws_left`` the tuning draws
-        left (``None``: unknown).
+        ``previous_error`` is the last fit's (``None`` after the first fit, NaN for a fit that
+        reported none); ``draws_left`` the tuning draws left (``None``: unknown).
         """
         if not self.learns_during_tuning:
             return False
-        if np.isfinite(previous_error):  # a refit (the first fit is always refitted)
+        first = previous_error is None
+        if not first:  # a refit (the first fit is always refitted)
             if error < self.negligible_error:
                 return False
             stagnating = not error < self.refit_improvement * previous_error
@@ -236,7 +235,6 @@ class ExplorationSchedule:
                 return False
         if draws_left is None:
             return True
-        first = not np.isfinite(previous_error)
         return self.least_refit(n_points, first) - n_points + self.refit_adaptation <= draws_left
 
     def _first_start(self, dim: int, tune: int | None) -> int:

@@ -101,27 +101,28 @@ def test_without_refits_the_first_fit_is_kept():
 
 def test_learning_stops_once_a_good_fit_stagnates():
     schedule = RNSHMC_SCHEDULE
-    assert schedule.keeps_learning(100, 0.05, np.nan, 1000), "the first fit is always refitted"
+    assert schedule.keeps_learning(100, 0.05, None, 1000), "the first fit is always refitted"
     assert schedule.keeps_learning(200, 0.04, 0.05, 1000), "improving"
     assert not schedule.keeps_learning(200, 0.049, 0.05, 1000), "good and stagnating"
     assert schedule.keeps_learning(200, 0.3, 0.25, 1000), "stagnating but still poor"
     assert not schedule.keeps_learning(200, 0.009, 0.05, 1000), "nothing left to learn"
-    assert schedule.keeps_learning(100, 0.005, np.nan, 1000), "but the first fit is refitted"
+    assert schedule.keeps_learning(100, 0.005, None, 1000), "but the first fit is refitted"
+    assert schedule.keeps_learning(200, np.nan, np.nan, 1000), "refits that report no error"
 
 
 def test_learning_stops_when_no_refit_could_be_adapted_before_tuning_ends():
     schedule = RNSHMC_SCHEDULE
     # a refit comes after 100 more recorded proposals (the first after 50, if it must), and
     # needs 100 draws to adapt after it
-    assert schedule.keeps_learning(100, 0.3, np.nan, 150)
-    assert not schedule.keeps_learning(100, 0.3, np.nan, 149)
+    assert schedule.keeps_learning(100, 0.3, None, 150)
+    assert not schedule.keeps_learning(100, 0.3, None, 149)
     assert schedule.keeps_learning(200, 0.3, 0.4, 300)
     assert not schedule.keeps_learning(200, 0.3, 0.4, 299)
-    assert schedule.keeps_learning(100, 0.3, np.nan, None), "unknown tuning length: keep on"
+    assert schedule.keeps_learning(100, 0.3, None, None), "unknown tuning length: keep on"
 
 
 def test_a_schedule_that_does_not_learn_never_refits():
-    assert not ExplorationSchedule().keeps_learning(100, 0.5, np.nan, 10_000)
+    assert not ExplorationSchedule().keeps_learning(100, 0.5, None, 10_000)
 
 
 def test_a_surrogate_whose_proposals_are_all_rejected_hands_tuning_back_to_exact_nuts():
