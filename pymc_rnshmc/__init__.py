@@ -6,10 +6,12 @@ the Metropolis test uses the exact log density, so the chain targets the exact p
 """
 
 from pymc_rnshmc.comparison import (
+    EvaluationCost,
     SamplerComparison,
     SamplerRun,
     compare_samplers,
     comparison_table,
+    predict_call,
     run_sampler,
 )
 from pymc_rnshmc.diagnostics import plot_surrogate
@@ -37,6 +39,7 @@ __all__ = [
     "ARNSHMC",
     "RNSHMC",
     "RNSRMHMC",
+    "EvaluationCost",
     "EvaluationTimeout",
     "FitReport",
     "ModelEvaluationError",
@@ -52,6 +55,7 @@ __all__ = [
     "compare_samplers",
     "comparison_table",
     "plot_surrogate",
+    "predict_call",
     "run_sampler",
     "sample",
 ]

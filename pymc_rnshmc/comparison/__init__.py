@@ -10,9 +10,12 @@ relative error of the posterior means against wall time).
 Its pieces serve runs made one at a time (the benchmark scripts time, profile and record runs
 this way): :func:`run_sampler` is one run, :func:`comparison_table` the table of any runs, and
 :func:`posterior_coordinates` and :func:`coordinate_ess` the draws and the ESS the table uses.
+:func:`predict_call` prices a run's counted evaluations at another model cost
+(:class:`EvaluationCost`): the call on an expensive model, from a run on a cheap one.
 """
 
 from pymc_rnshmc.comparison.compare import SamplerComparison, compare_samplers
+from pymc_rnshmc.comparison.prediction import CallPrediction, EvaluationCost, predict_call
 from pymc_rnshmc.comparison.runs import (
     NUTPIE_NAME,
     NUTS_BACKENDS,
@@ -28,6 +31,8 @@ from pymc_rnshmc.comparison.table import (
 )
 
 __all__ = [
+    "CallPrediction",
+    "EvaluationCost",
     "NUTPIE_NAME",
     "NUTS_BACKENDS",
     "NUTS_NAME",
@@ -38,5 +43,6 @@ __all__ = [
     "coordinate_ess",
     "error_over_time",
     "posterior_coordinates",
+    "predict_call",
     "run_sampler",
 ]
