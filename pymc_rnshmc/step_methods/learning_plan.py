@@ -79,11 +79,16 @@ class LearningPlan:
         return self.next_refit is not None
 
     def after_fit(
-        self, record_size: int, error: float, tuning_draws_left: int | None, end_of_tuning: bool
+        self,
+        record_size: int,
+        error: float,
+        tuning_draws_left: int | None,
+        end_of_tuning: bool,
+        chains: int = 1,
     ) -> None:
         """Plan the next refit after a fit whose held-out gradient error is ``error``.
 
-        A wall's request is met by any fit.
+        ``chains``: the chains whose draws add to the record. A wall's request is met by any fit.
         """
         first = self.fits == 0
         self.fits += 1
@@ -91,7 +96,9 @@ class LearningPlan:
         learning = (
             self.learns
             and not end_of_tuning
-            and self.schedule.keeps_learning(record_size, error, previous_error, tuning_draws_left)
+            and self.schedule.keeps_learning(
+                record_size, error, previous_error, tuning_draws_left, chains
+            )
         )
         self.next_refit = self.schedule.next_refit(record_size) if learning else None
         self.least_refit = self.schedule.least_refit(record_size, first) if learning else None
@@ -106,13 +113,13 @@ class LearningPlan:
         A refit needs ``refit_adaptation`` tuning draws after it (when the tuning length is
         known). It comes once the record holds ``next_refit`` points, or at the last draw that
         leaves those tuning draws, with at least ``least_refit``. Learning stops as soon as
-        that could not happen (the record grows by at most a point a draw) or the refit would
-        not pay for itself when due. ``draws_left``: tuning and kept draws to come for each of
-        the ``chains`` that share the surrogate.
+        that could not happen (each chain's draw adds at most a point to the record) or the
+        refit would not pay for itself when due. ``draws_left``: tuning and kept draws to come
+        for each of the ``chains`` that share the surrogate (and its record).
         """
         if self.next_refit is None:
             return False
-        if not self._in_time(record_size, tuning_draws_left):
+        if not self._in_time(record_size, tuning_draws_left, chains):
             self.stop()
             _log.debug("%s stops learning: no refit can follow.", self.name)
             return False
@@ -123,13 +130,13 @@ class LearningPlan:
         )
         return record_size >= (self.least_refit if last_chance else self.next_refit)
 
-    def _in_time(self, record_size: int, tuning_draws_left: int | None) -> bool:
+    def _in_time(self, record_size: int, tuning_draws_left: int | None, chains: int) -> bool:
         """Whether a refit can still come with ``refit_adaptation`` tuning draws after it."""
         if tuning_draws_left is None:
             return True
         least = self.next_refit if self.least_refit is None else self.least_refit
         points_to_come = max(least - record_size, 0)
-        return points_to_come <= tuning_draws_left - self.schedule.refit_adaptation
+        return points_to_come <= chains * (tuning_draws_left - self.schedule.refit_adaptation)
 
     def _pays(self, record_size: int, draws_left: int, chains: int) -> bool:
         """Whether the next refit, when due, will cost less than it can save; else it stops.

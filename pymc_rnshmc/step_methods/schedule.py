@@ -217,12 +217,18 @@ class ExplorationSchedule:
         return min(planned, max(n_points + 1, math.ceil(self.first_refit_growth * n_points)))
 
     def keeps_learning(
-        self, n_points: int, error: float, previous_error: float | None, draws_left: int | None
+        self,
+        n_points: int,
+        error: float,
+        previous_error: float | None,
+        draws_left: int | None,
+        chains: int = 1,
     ) -> bool:
         """Whether to learn on after a fit on ``n_points`` with held-out gradient ``error``.
 
         ``previous_error`` is the last fit's (``None`` after the first fit, NaN for a fit that
-        reported none); ``draws_left`` the tuning draws left (``None``: unknown).
+        reported none); ``draws_left`` the tuning draws left (``None``: unknown); ``chains`` the
+        chains whose draws add to the record, each at most a point a draw.
         """
         if not self.learns_during_tuning:
             return False
@@ -235,7 +241,8 @@ class ExplorationSchedule:
                 return False
         if draws_left is None:
             return True
-        return self.least_refit(n_points, first) - n_points + self.refit_adaptation <= draws_left
+        points_to_come = self.least_refit(n_points, first) - n_points
+        return math.ceil(points_to_come / chains) + self.refit_adaptation <= draws_left
 
     def _first_start(self, dim: int, tune: int | None) -> int:
         share = round(self.earliest_share * (ASSUMED_TUNE if tune is None else tune))

@@ -457,6 +457,7 @@ class SurrogateWarmup:
             held_out_error(surrogate),
             self.tuning_draws_left(iteration),
             end_of_tuning,
+            host.chains_sharing(),
         )
         self._tell_fit(log_level, gradients.shape[0])
         if end_of_tuning:

@@ -119,6 +119,9 @@ def test_learning_stops_when_no_refit_could_be_adapted_before_tuning_ends():
     assert schedule.keeps_learning(200, 0.3, 0.4, 300)
     assert not schedule.keeps_learning(200, 0.3, 0.4, 299)
     assert schedule.keeps_learning(100, 0.3, None, None), "unknown tuning length: keep on"
+    # pooled chains add a point each a draw: 4 chains bring the 50 points in 13 draws
+    assert schedule.keeps_learning(100, 0.3, None, 113, chains=4)
+    assert not schedule.keeps_learning(100, 0.3, None, 112, chains=4)
 
 
 def test_a_schedule_that_does_not_learn_never_refits():

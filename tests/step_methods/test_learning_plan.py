@@ -52,6 +52,22 @@ def test_a_refit_is_due_at_its_record_size_and_dropped_once_it_cannot_come_in_ti
     assert not learning.learning
 
 
+def test_pooled_chains_grow_the_record_by_a_point_a_chain_and_refit_in_time():
+    # 4 chains, tune = 300: a first fit on 240 points with 150 tuning draws left
+    alone, pooled = plan(), plan()
+    alone.after_fit(240, error=0.2, tuning_draws_left=150, end_of_tuning=False)
+    pooled.after_fit(240, error=0.2, tuning_draws_left=150, end_of_tuning=False, chains=4)
+    assert not alone.learning  # 120 points to come at one a draw: not before the adaptation
+    assert pooled.learning and pooled.next_refit == 480  # 4 a draw: 30 draws
+    assert not pooled.refit_due(300, 140, 1140, chains=4)  # the least 60 points in 40 draws
+    assert pooled.learning
+    assert pooled.refit_due(480, 120, 1120, chains=4)
+    late = plan()
+    late.after_fit(240, error=0.2, tuning_draws_left=150, end_of_tuning=False, chains=4)
+    assert not late.refit_due(300, ADAPTATION + 14, 1114, chains=4)  # 60 points in 14 draws
+    assert not late.learning
+
+
 def test_a_first_refit_that_cannot_double_in_time_comes_at_the_last_draw_with_half_again():
     # d = 320 with tune = 1000: 480 exploration draws, 520 tuning draws left
     learning = plan()
