@@ -1,6 +1,6 @@
 """Does a run on a cheap model predict the call on a costly one? ``predict_call`` against the clock.
 
-    python -m benchmarks.call_prediction                          # d = 5, 4 seeds, ~12 min
+    python -m benchmarks.call_prediction                          # d = 5, 4 seeds, ~11 min
     python -m benchmarks.call_prediction --dim 20 --costs 0,0.001 --seeds 1,2 \\
         --output call_prediction_d20                               # ~6 min
     python -m benchmarks.call_prediction --seeds 1 --costs 0,0.001 --output smoke_call_prediction

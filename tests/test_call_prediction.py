@@ -10,8 +10,9 @@ from pymc_rnshmc import RNSHMC, EvaluationCost, predict_call
 from pymc_rnshmc.comparison import CallPrediction, comparison_table, run_sampler
 from tests.models import independent_normal
 
-MEASURED = EvaluationCost(logp=2e-5, logp_and_gradient=3e-5)
-"""A cost the runs are said to have been made at (the arithmetic does not depend on it)."""
+MEASURED = EvaluationCost(logp=2e-7, logp_and_gradient=3e-7)
+"""A cost the runs are said to have been made at (the arithmetic does not depend on it, but it
+must not exceed what the runs took: a few tenths of a microsecond, below any real evaluation)."""
 
 
 @pytest.fixture(scope="module")
@@ -59,15 +60,27 @@ def test_a_slower_solve_adds_its_seconds_to_every_evaluation(runs, name):
     assert predicted.whole_call_seconds == pytest.approx(run.whole_call_seconds + 0.01 * gradients)
 
 
-def test_the_surrogates_kept_draws_are_priced_at_a_logp_and_nuts_at_gradients(runs):
+def test_logps_without_a_gradient_are_priced_at_a_logp_and_the_others_as_joint(runs):
     cost = EvaluationCost(logp=0.01, logp_and_gradient=0.02)
-    ratio = {}
+    to_ess = {}
     for name, run in runs.items():
+        logps, gradients = total_evaluations(run)
         predicted = predict_call(run, cost, MEASURED)
         assert isinstance(predicted, CallPrediction)
-        assert predicted.seconds_to_ess_1000 > predicted.whole_call_seconds * 0.5
-        ratio[name] = predicted.seconds_to_ess_1000
-    assert ratio["RNSHMC"] < ratio["NUTS"]  # at 10 ms a logp the surrogate's draws win
+        assert predicted.evaluation_seconds == pytest.approx(
+            0.01 * (logps - gradients) + 0.02 * gradients
+        )
+        to_ess[name] = predicted.seconds_to_ess_1000
+    assert total_evaluations(runs["NUTS"])[0] == total_evaluations(runs["NUTS"])[1]
+    assert to_ess["RNSHMC"] < to_ess["NUTS"]  # at 10 ms a logp the surrogate's draws win
+
+
+def test_a_cost_above_what_the_run_took_is_refused(runs):
+    run = runs["NUTS"]
+    logps, _ = total_evaluations(run)
+    overstated = EvaluationCost(1.0, 2.0 * run.whole_call_seconds / logps)
+    with pytest.raises(ValueError, match="less time than its counted evaluations"):
+        predict_call(run, MEASURED, overstated)
 
 
 def test_a_run_without_counts_is_refused_with_what_to_do():
@@ -77,6 +90,12 @@ def test_a_run_without_counts_is_refused_with_what_to_do():
         )
     with pytest.raises(ValueError, match="no count of its exact evaluations"):
         predict_call(run, MEASURED, MEASURED)
+
+
+def test_numpy_numbers_are_costs_and_booleans_are_not():
+    assert EvaluationCost(np.float32(1e-3), np.int64(1)).logp_and_gradient == 1
+    with pytest.raises(ValueError, match="finite number >= 0"):
+        EvaluationCost(True, 1.0)
 
 
 @pytest.mark.parametrize("value", [-1.0, np.nan, np.inf, "1"])
@@ -93,3 +112,24 @@ def test_a_models_cost_is_timed_on_its_compiled_functions():
     assert 0 < cost.logp < 1 and 0 < cost.logp_and_gradient < 1
     at = {name: np.ones(3) for name in model.initial_point()}
     assert EvaluationCost.of_model(model, point=at, repeats=1).logp > 0
+
+
+def test_a_model_without_a_gradient_costs_its_logp_for_both():
+    cost = EvaluationCost.of_model(independent_normal(gradient=False), repeats=3)
+    assert cost.logp > 0 and cost.logp_and_gradient == cost.logp
+
+
+def test_each_timed_call_is_at_a_point_of_its_own(monkeypatch):
+    from pymc_rnshmc.step_methods.exact_model import ExactModel
+
+    seen = []
+    original = ExactModel.logp
+
+    def recording(self, position):
+        seen.append(np.array(position))
+        return original(self, position)
+
+    monkeypatch.setattr(ExactModel, "logp", recording)
+    EvaluationCost.of_model(independent_normal(), repeats=4)
+    assert len(seen) == 5  # one untimed first call, then the timed ones
+    assert len({position.tobytes() for position in seen}) == 5

@@ -18,7 +18,13 @@ What it assumes, and where it fails:
 - the evaluations of a call's chains add up: chains sampled one after another (``cores=1``). With
   chains in parallel processes, the call's evaluations overlap and the prediction overstates it;
 - a logp or gradient costs the same wherever it is evaluated (a forward model whose solves slow
-  down in the tails breaks this).
+  down in the tails breaks this);
+- the evaluations are the steps' own counts: a compound step's other steps (a Metropolis step
+  for a discrete variable) are not counted, and their seconds stay in the rest; a surrogate
+  sampler that evaluated its logps by the joint function (where compiling the logp-only one did
+  not pay) is priced as if it had not. A run sampled with ``cores=1`` but pooled chains
+  (:class:`~pymc_rnshmc.PooledSurrogate`) that evaluate in parallel workers overlaps its
+  evaluations as parallel chains do.
 
 numpy only, but for :meth:`EvaluationCost.of_model`, which times a model's compiled functions
 through :class:`~pymc_rnshmc.step_methods.exact_model.ExactModel`, as the surrogate samplers call
@@ -27,6 +33,7 @@ them.
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -65,7 +72,8 @@ class EvaluationCost:
     def __post_init__(self) -> None:
         for name in ("logp", "logp_and_gradient"):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and np.isfinite(value) and value >= 0):
+            real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+            if not (real and np.isfinite(value) and value >= 0):
                 raise ValueError(
                     f"EvaluationCost.{name} must be a finite number >= 0, got {value!r}."
                 )
@@ -80,34 +88,45 @@ class EvaluationCost:
 
     @classmethod
     def of_model(cls, model=None, point: dict | None = None, repeats: int = 30) -> EvaluationCost:
-        """Time the model's logp, and logp with gradient, as the samplers call them (median).
+        """Time the model's logp, and logp with gradient, as the surrogate samplers call them.
 
-        Each call is at ``point`` (default: the model's initial point) moved by a millionth in
-        every unconstrained coordinate, a new move each time, so that a model which caches its
-        last solve (a factorization, an ODE solution) is not timed on its cache; the first call
-        of each function, which compiles it, is not timed. A model whose cost varies over the
-        posterior (an ODE whose solver takes more steps in the tails) is timed near one point
-        only: pass a typical one.
+        The median over ``repeats`` calls of each function, each call at ``point`` (default:
+        the model's initial point; a dict of every value variable, transformed ones by their
+        transformed names) moved by 1e-5 of each unconstrained coordinate's size (at least
+        1e-5), a new move for every call and for each function, so that a model which caches its
+        last solve (a factorization, an ODE solution) is not timed on its cache. A first call of
+        each, which compiles it, is not timed. A model without a gradient gets its logp's
+        seconds for both. A model whose cost varies over the posterior (an ODE whose solver
+        takes more steps in the tails) is timed near one point only: pass a typical one. These
+        are PyTensor's compiled functions; nutpie compiles its own, whose cost may differ.
         """
         import pymc as pm
 
-        from pymc_rnshmc.step_methods.exact_model import ExactModel
+        from pymc_rnshmc.step_methods.exact_model import ExactModel, has_gradient
 
         model = pm.modelcontext(model)
-        exact = ExactModel(model, model.continuous_value_vars, initial_point=point)
-        moves = 1e-6 * np.random.default_rng(0).normal(size=(max(int(repeats), 1), exact.size))
-        positions = exact.cast(exact.initial_position + moves)
-        return cls(
-            _median_seconds(exact.logp, positions),
-            _median_seconds(exact.potential_and_gradient, positions),
-        )
+        variables = model.continuous_value_vars
+        gradient = has_gradient(model, variables)
+        exact = ExactModel(model, variables, initial_point=point, gradient=gradient)
+        start = exact.initial_position
+        rng = np.random.default_rng(0)
+        calls = max(int(repeats), 1) + 1  # the first, untimed, compiles
+
+        def moved() -> np.ndarray:
+            steps = 1e-5 * np.maximum(1.0, np.abs(start)) * rng.normal(size=(calls, start.size))
+            return exact.cast(start + steps)
+
+        logp = _median_seconds(exact.logp, moved())
+        if not gradient:
+            return cls(logp, logp)
+        return cls(logp, _median_seconds(exact.potential_and_gradient, moved()))
 
 
 def _median_seconds(function, positions: np.ndarray) -> float:
-    """Median seconds of ``function`` over ``positions``, after one untimed call (compiling)."""
+    """Median seconds of ``function`` over ``positions[1:]``; the first call is not timed."""
     function(positions[0])
-    seconds = np.empty(len(positions))
-    for index, position in enumerate(positions):
+    seconds = np.empty(len(positions) - 1)
+    for index, position in enumerate(positions[1:]):
         clock = time.perf_counter()
         function(position)
         seconds[index] = time.perf_counter() - clock
@@ -159,7 +178,9 @@ def predict_call(
     Raises
     ------
     ValueError
-        The run's steps did not count their evaluations, or its tuning's are not known.
+        The run's steps did not count their evaluations, or its tuning's are not known (a run
+        not made by ``run_sampler``, or with no tuning draws); or the counted evaluations at
+        ``measured_at`` would take longer than the run did.
 
     Examples
     --------
@@ -188,11 +209,20 @@ def predict_call(
         )
     logps, gradients = kept_logps + tuning_logps, kept_gradients + tuning_gradients
     sampler_seconds = run.whole_call_seconds - measured_at.seconds(logps, gradients)
+    kept_sampler_seconds = run.draw_seconds - measured_at.seconds(kept_logps, kept_gradients)
+    if sampler_seconds < 0 or kept_sampler_seconds < 0:
+        raise ValueError(
+            f"The run {run.name!r} took less time than its counted evaluations at the measured "
+            f"cost would (whole call {run.whole_call_seconds:.3g} s against "
+            f"{measured_at.seconds(logps, gradients):.3g} s; kept draws "
+            f"{run.draw_seconds:.3g} s against "
+            f"{measured_at.seconds(kept_logps, kept_gradients):.3g} s): the cost overstates the "
+            "model's when the run was made, or its chains ran in parallel. Measure the cost on "
+            "the model the run sampled, with chains sampled one after another (cores=1)."
+        )
     evaluation_seconds = cost.seconds(logps, gradients)
     whole_call = sampler_seconds + evaluation_seconds
-    kept = run.draw_seconds + (
-        cost.seconds(kept_logps, kept_gradients) - measured_at.seconds(kept_logps, kept_gradients)
-    )
+    kept = kept_sampler_seconds + cost.seconds(kept_logps, kept_gradients)
     draws = posterior_coordinates(run.trace.posterior)
     ess = min(coordinate_ess(draws, "bulk").min(), coordinate_ess(draws, "tail").min())
     scale = TARGET_ESS / ess if ess > 0 else np.inf

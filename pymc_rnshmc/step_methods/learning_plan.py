@@ -15,6 +15,7 @@ or model, only sizes and draw counts, so its rules are tested on numbers.
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 
@@ -145,7 +146,7 @@ class LearningPlan:
         ``next_refit``. Refits for a wall are not weighed (they are for trust).
         """
         points_to_come = max(self.next_refit - record_size, 0)
-        draws_then = max(draws_left - points_to_come, 0) * chains
+        draws_then = max(draws_left - math.ceil(points_to_come / chains), 0) * chains
         points = max(self.next_refit, record_size)
         if self.economy.refit_pays(points, draws_then):
             return True

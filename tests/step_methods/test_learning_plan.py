@@ -57,15 +57,18 @@ def test_pooled_chains_grow_the_record_by_a_point_a_chain_and_refit_in_time():
     alone, pooled = plan(), plan()
     alone.after_fit(240, error=0.2, tuning_draws_left=150, end_of_tuning=False)
     pooled.after_fit(240, error=0.2, tuning_draws_left=150, end_of_tuning=False, chains=4)
-    assert not alone.learning  # 120 points to come at one a draw: not before the adaptation
-    assert pooled.learning and pooled.next_refit == 480  # 4 a draw: 30 draws
-    assert not pooled.refit_due(300, 140, 1140, chains=4)  # the least 60 points in 40 draws
+    # the least first refit (360 points) is 120 points away: at one a draw too late to leave
+    # the adaptation's 100 draws, at four a draw 30 draws away
+    assert not alone.learning
+    assert pooled.learning and (pooled.least_refit, pooled.next_refit) == (360, 480)
+    assert not pooled.refit_due(300, 140, 1140, chains=4)  # not due yet, and still in time
     assert pooled.learning
-    assert pooled.refit_due(480, 120, 1120, chains=4)
-    late = plan()
-    late.after_fit(240, error=0.2, tuning_draws_left=150, end_of_tuning=False, chains=4)
-    assert not late.refit_due(300, ADAPTATION + 14, 1114, chains=4)  # 60 points in 14 draws
-    assert not late.learning
+    assert pooled.refit_due(440, ADAPTATION, 1100, chains=4)  # the last draw in time
+    for draws_before_adaptation, in_time in ((15, True), (14, False)):  # 60 points to come
+        late = plan()
+        late.after_fit(240, error=0.2, tuning_draws_left=150, end_of_tuning=False, chains=4)
+        late.refit_due(300, ADAPTATION + draws_before_adaptation, 1115, chains=4)
+        assert late.learning is in_time
 
 
 def test_a_first_refit_that_cannot_double_in_time_comes_at_the_last_draw_with_half_again():
