@@ -155,6 +155,8 @@ BACKENDS = {
 STEPS = {
     "RNSHMC from jitter": functools.partial(RNSHMC, explore_from_mode=False),
     "RNSHMC nuts": functools.partial(RNSHMC, dynamics="nuts"),
+    "RNSHMC net 0.05": functools.partial(RNSHMC, safety_net=0.05),
+    "RNSHMC exploring 120": functools.partial(RNSHMC, exploration_steps=120),
 }
 """Surrogate samplers other than RNSHMC's defaults (any name not listed is RNSHMC)."""
 OPTIONS = {
