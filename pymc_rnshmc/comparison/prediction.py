@@ -33,6 +33,7 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import time
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_rnshmc.comparison.runs import SamplerRun, evaluations
-from pymc_rnshmc.comparison.table import TARGET_ESS, coordinate_ess, posterior_coordinates
+from pymc_rnshmc.comparison.table import comparison_table
 
 __all__ = ["CallPrediction", "EvaluationCost", "predict_call"]
 
@@ -223,12 +224,11 @@ def predict_call(
     evaluation_seconds = cost.seconds(logps, gradients)
     whole_call = sampler_seconds + evaluation_seconds
     kept = kept_sampler_seconds + cost.seconds(kept_logps, kept_gradients)
-    draws = posterior_coordinates(run.trace.posterior)
-    ess = min(coordinate_ess(draws, "bulk").min(), coordinate_ess(draws, "tail").min())
-    scale = TARGET_ESS / ess if ess > 0 else np.inf
+    repriced = dataclasses.replace(run, whole_call_seconds=whole_call, draw_seconds=kept)
+    to_ess = comparison_table({run.name: repriced}).loc[run.name, "s to ESS 1000"]
     return CallPrediction(
         whole_call_seconds=float(whole_call),
-        seconds_to_ess_1000=float(whole_call + kept * (scale - 1.0)),
+        seconds_to_ess_1000=float(to_ess),
         evaluation_seconds=float(evaluation_seconds),
         sampler_seconds=float(sampler_seconds),
     )

@@ -15,7 +15,6 @@ or model, only sizes and draw counts, so its rules are tested on numbers.
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 
@@ -135,9 +134,8 @@ class LearningPlan:
         """Whether a refit can still come with ``refit_adaptation`` tuning draws after it."""
         if tuning_draws_left is None:
             return True
-        least = self.next_refit if self.least_refit is None else self.least_refit
-        points_to_come = max(least - record_size, 0)
-        return points_to_come <= chains * (tuning_draws_left - self.schedule.refit_adaptation)
+        draws = self.schedule.draws_to_grow(self.least_refit - record_size, chains)
+        return draws <= tuning_draws_left - self.schedule.refit_adaptation
 
     def _pays(self, record_size: int, draws_left: int, chains: int) -> bool:
         """Whether the next refit, when due, will cost less than it can save; else it stops.
@@ -145,8 +143,8 @@ class LearningPlan:
         Weighed at every learning draw, with the draws that will be left when the record reaches
         ``next_refit``. Refits for a wall are not weighed (they are for trust).
         """
-        points_to_come = max(self.next_refit - record_size, 0)
-        draws_then = max(draws_left - math.ceil(points_to_come / chains), 0) * chains
+        draws_to_come = self.schedule.draws_to_grow(self.next_refit - record_size, chains)
+        draws_then = max(draws_left - draws_to_come, 0) * chains
         points = max(self.next_refit, record_size)
         if self.economy.refit_pays(points, draws_then):
             return True

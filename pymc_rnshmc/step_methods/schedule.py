@@ -203,6 +203,14 @@ class ExplorationSchedule:
         """Record size at which a surrogate fitted on ``n_points`` is refitted."""
         return max(n_points + 1, round(self.refit_growth * n_points))
 
+    @staticmethod
+    def draws_to_grow(points: int, chains: int = 1) -> int:
+        """The fewest draws that can add ``points`` to a record ``chains`` chains add to.
+
+        Each chain's draw adds at most one point (its proposal, or its exact draw).
+        """
+        return math.ceil(max(points, 0) / chains)
+
     def least_refit(self, n_points: int, first: bool) -> int:
         """The fewest record points a refit after a fit on ``n_points`` may come with.
 
@@ -242,7 +250,7 @@ class ExplorationSchedule:
         if draws_left is None:
             return True
         points_to_come = self.least_refit(n_points, first) - n_points
-        return math.ceil(points_to_come / chains) + self.refit_adaptation <= draws_left
+        return self.draws_to_grow(points_to_come, chains) + self.refit_adaptation <= draws_left
 
     def _first_start(self, dim: int, tune: int | None) -> int:
         share = round(self.earliest_share * (ASSUMED_TUNE if tune is None else tune))
