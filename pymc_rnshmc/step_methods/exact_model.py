@@ -1,20 +1,21 @@
 """The exact model on the sampler's raveled vector.
 
 The only module that touches PyMC's compiled functions. Everything else asks this object for
-``logp``, ``(U, grad U)`` or ``U`` at many rows. It compiles a logp-only function once (the end
-point of a surrogate draw needs no gradient), reuses the step's joint logp-and-gradient function for
-the rest, casts every position to the model's dtype, and hands a model that fails at a point
-(returns NaN or infinity, raises, or runs past the step's ``time_limit``:
-:mod:`~pymc_rnshmc.step_methods.time_limit`) to
-:class:`~pymc_rnshmc.step_methods.model_failures.ModelFailures`: a counted rejection
-(``logp = -inf``) or a clear error. A model whose logp has no gradient (an ``Op``
-without one, such as a wrapped simulator) gets a logp-only object: :func:`has_gradient` tells.
+``logp``, ``(U, grad U)`` or ``U`` at many rows. It builds a logp-only function at its first call
+(the end point of a surrogate draw needs no gradient, and a chain that never asks for it never pays
+for its graph), reuses the step's joint logp-and-gradient function for the rest, casts every
+position to the model's dtype, and hands a model that fails at a point (returns NaN or infinity,
+raises, or runs past the step's ``time_limit``: :mod:`~pymc_rnshmc.step_methods.time_limit`) to
+:class:`~pymc_rnshmc.step_methods.model_failures.ModelFailures`: a counted rejection (``logp =
+-inf``) or a clear error. A model whose logp has no gradient (an ``Op`` without one, such as a
+wrapped simulator) gets a logp-only object: :func:`has_gradient` tells.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 
 import numpy as np
@@ -43,6 +44,52 @@ def has_gradient(model, vars) -> bool:
     except NO_GRADIENT_ERRORS:
         return False
     return True
+
+
+def _trusting(function):
+    """The compiled function of a PyMC ``ValueGradFunction``, set to skip input validation.
+
+    The wrapper's ``trust_input`` is not forwarded to it; the sampler's inputs are always
+    contiguous vectors of the right dtype.
+    """
+    function._pytensor_function.trust_input = True
+    return function._pytensor_function
+
+
+def _may_defer(joint_function, time_limit: float | None) -> bool:
+    """Whether the logp-only function can wait for its first call (:class:`BuiltAtFirstCall`).
+
+    Not where there is no joint function to take the dtype from, where non-sampled variables
+    must be set in its shared variables from the start, or under a time limit (whose worker
+    compiles every function before the first evaluation).
+    """
+    return (
+        joint_function is not None and time_limit is None and not joint_function._extra_vars_shared
+    )
+
+
+class BuiltAtFirstCall:
+    """A model's logp-only function, built and compiled at its first call.
+
+    Building it rewrites the model's graph (about 0.1 s on a two-parameter posteriordb model,
+    more on larger graphs) before compiling; a chain whose economy evaluates ``logp`` by the
+    joint function (:func:`~pymc_rnshmc.step_methods.economy.logp_function_pays`) never needs
+    it. Copies of the exact model (one a chain of a population) share one instance, so it is
+    built once.
+    """
+
+    def __init__(self, build) -> None:
+        self._build = build
+        self._function = None
+
+    @property
+    def built(self) -> bool:
+        return self._function is not None
+
+    def __call__(self, position: np.ndarray):
+        if self._function is None:
+            self._function = _trusting(self._build())
+        return self._function(position)
 
 
 def _compiled_logp(model, vars, gradient: bool, options: dict):
@@ -85,8 +132,9 @@ class ExactModel:
         Whether the model's logp has a gradient; without, only :meth:`logp` and
         :meth:`evaluate` without the gradient work, and the joint function is never compiled.
     logp_function : pymc ValueGradFunction, optional
-        A logp-only function of the same variables (``compute_grads=False``), compiled here if
-        not given (a gradient-free step passes its own, which is one).
+        A logp-only function of the same variables (``compute_grads=False``); if not given,
+        built here, at its first call where it can wait (:class:`BuiltAtFirstCall`). A
+        gradient-free step passes its own, which is one.
     reject_errors : tuple of exception types
         Errors of the model counted as rejections besides what PyMC's leapfrog rejects
         (:class:`~pymc_rnshmc.step_methods.model_failures.ModelFailures`).
@@ -111,19 +159,21 @@ class ExactModel:
         if initial_point is None:
             initial_point = model.initial_point()
         options = {"dtype": dtype, "ravel_inputs": True, "initial_point": initial_point}
-        if logp_function is None:
-            logp_function = model.logp_dlogp_function(vars, compute_grads=False, **options)
         if logp_dlogp_function is None and gradient:
             logp_dlogp_function = model.logp_dlogp_function(vars, **options)
+        build = functools.partial(model.logp_dlogp_function, vars, compute_grads=False, **options)
+        if logp_function is None and _may_defer(logp_dlogp_function, time_limit):
+            self._compiled = [BuiltAtFirstCall(build), logp_dlogp_function._pytensor_function]
+            self._shared = {}
+            self.dtype = str(logp_dlogp_function.dtype)
+        else:
+            logp_function = build() if logp_function is None else logp_function
+            self._compiled = [_trusting(logp_function)]
+            if logp_dlogp_function is not None:
+                self._compiled.append(logp_dlogp_function._pytensor_function)
+            self._shared = dict(logp_function._extra_vars_shared)
+            self.dtype = str(logp_function.dtype)
         self.has_gradient = bool(gradient)
-        # The wrapper's trust_input is not forwarded; set it on the compiled function so a call
-        # skips input validation (inputs are always contiguous vectors of the right dtype).
-        logp_function._pytensor_function.trust_input = True
-        self._compiled = [logp_function._pytensor_function]
-        if logp_dlogp_function is not None:
-            self._compiled.append(logp_dlogp_function._pytensor_function)
-        self._shared = dict(logp_function._extra_vars_shared)
-        self.dtype = str(logp_function.dtype)
         self.size = int(sum(np.size(initial_point[v.name]) for v in vars))
         layout = ParameterLayout.of(vars, initial_point)
         if time_limit is not None:  # the user's choice, as a listed error is
