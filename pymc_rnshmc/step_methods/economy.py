@@ -356,17 +356,26 @@ class Economy:
         self.fit_points, self.fit_seconds = int(points), float(seconds)
         self.refits += int(refit)
 
-    def setup_budget(self, draws_left: float, spent: float = 0.0) -> float:
+    def setup_budget(
+        self, draws_left: float, spent: float = 0.0, fit_error: float = np.nan
+    ) -> float:
         """Seconds the chain's next fit and its trajectory choice may take (``inf``: unbounded).
 
         ``SETUP_SHARE`` of the exact NUTS seconds of ``draws_left`` draws (all chains'), at
         the exploration's measured seconds per draw, less the ``spent`` seconds of the chain's
         earlier fits: one budget for all of a chain's setup, not one per fit. Unbounded when
         not weighing, or before two exploration draws were measured.
+
+        None before the verdict for a fit whose held-out gradient error ``fit_error`` is above
+        ``VERDICT_FIT_ERROR``: the verdict gives such a fit up unless its draws are much
+        cheaper than exact NUTS's, so its trajectory choice scores its first metric and
+        nothing more, and the budget is kept for the refits of a surrogate the verdict keeps.
         """
         seconds = self.costs.exact_draw_seconds()
         if not self.weighs or not np.isfinite(seconds):
             return np.inf
+        if self.verdict is None and fit_error > VERDICT_FIT_ERROR:
+            return 0.0
         return SETUP_SHARE * seconds * draws_left - spent
 
     def refit_pays(self, record_size: int, draws_left: float) -> bool:

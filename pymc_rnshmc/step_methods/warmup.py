@@ -278,7 +278,7 @@ class SurrogateWarmup:
         if self.start.postpones(held_out_error(surrogate), iteration, end_of_tuning):
             return
         try:
-            out_of_time = self._setup_deadline(started, iteration, host)
+            out_of_time = self._setup_deadline(started, iteration, host, self._fit_error(surrogate))
             choice = self._choose_dynamics(surrogate, positions, gradients, rng, host, out_of_time)
         except FIT_ERRORS as err:
             self._fall_back_to_exact(
@@ -307,7 +307,9 @@ class SurrogateWarmup:
                 surrogate, gradients = self._fit_candidate(
                     positions, potentials, gradients, rng, host
                 )
-                out_of_time = self._setup_deadline(clock, iteration, host)
+                out_of_time = self._setup_deadline(
+                    clock, iteration, host, self._fit_error(surrogate)
+                )
                 choice = self._choose_dynamics(
                     surrogate, positions, gradients, rng, host, out_of_time, refit=True
                 )
@@ -359,18 +361,26 @@ class SurrogateWarmup:
             return
         self._fall_back_to_exact(message)
 
+    def _fit_error(self, surrogate) -> float:
+        """The held-out gradient error the economy weighs (NaN for a fit to values only)."""
+        return np.nan if self.settings.values_only else held_out_error(surrogate)
+
     def _fall_back_to_exact(self, message: str) -> None:
         self.phase = Phase.EXACT
         warnings.warn(message, SurrogateWarning, stacklevel=4)
 
-    def _setup_deadline(self, started: float, iteration: int, host: WarmupHost):
+    def _setup_deadline(
+        self, started: float, iteration: int, host: WarmupHost, fit_error: float = np.nan
+    ):
         """``out_of_time()`` for a fit begun at ``started``: past the economy's setup budget.
 
-        The budget is the chain's, less what its earlier fits took. ``None`` where it is
-        unbounded (costs not weighed, or not yet measured).
+        The budget is the chain's, less what its earlier fits took, and none for a poor fit
+        awaiting its verdict (``fit_error``:
+        :meth:`~pymc_rnshmc.step_methods.economy.Economy.setup_budget`). ``None`` where it
+        is unbounded (costs not weighed, or not yet measured).
         """
         draws_left = self.draws_left(iteration) * host.chains_sharing()
-        budget = self.economy.setup_budget(draws_left, spent=self.setup_seconds)
+        budget = self.economy.setup_budget(draws_left, self.setup_seconds, fit_error)
         if not np.isfinite(budget):
             return None
         deadline = started + budget
@@ -600,8 +610,7 @@ class SurrogateWarmup:
         (:meth:`~pymc_rnshmc.step_methods.economy.Economy.judge`); ``new_metric``: whether
         exact NUTS would continue with a metric from these draws. Once a chain.
         """
-        fit_error = np.nan if self.settings.values_only else held_out_error(self.surrogate)
-        verdict = self.economy.judge(draws, fit_error, new_metric)
+        verdict = self.economy.judge(draws, self._fit_error(self.surrogate), new_metric)
         if not verdict.surrogate_pays:
             self.phase = Phase.EXACT
             self.plan.stop()
