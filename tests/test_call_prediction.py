@@ -92,6 +92,18 @@ def test_a_run_without_counts_is_refused_with_what_to_do():
         predict_call(run, MEASURED, MEASURED)
 
 
+def test_a_run_without_tuning_draws_is_predicted_with_none_counted():
+    options = {"tune": 0, "draws": 100, "chains": 1, "random_seed": 2, "progressbar": False}
+    with independent_normal():
+        run = run_sampler("pymc", **options)
+    assert run.tuning_evaluations == (0.0, 0.0)
+    prediction = predict_call(run, MEASURED.slower_by(1e-3), MEASURED)
+    kept = float((run.trace.sample_stats["n_steps"] + 1).sum())
+    expected = run.whole_call_seconds + 1e-3 * kept
+    assert prediction.whole_call_seconds == pytest.approx(expected)
+    assert np.isfinite(comparison_table({"NUTS": run}).loc["NUTS", "logps to ESS 1000"])
+
+
 def test_numpy_numbers_are_costs_and_booleans_are_not():
     assert EvaluationCost(np.float32(1e-3), np.int64(1)).logp_and_gradient == 1
     with pytest.raises(ValueError, match="finite number >= 0"):

@@ -185,7 +185,7 @@ def run_sampler(
         trace = pm.sample(step=step, **(options | sample_kwargs))
         wall = time.perf_counter() - started
     run = _pymc_run(name, trace, wall, started, step)
-    run.tuning_evaluations = _tuning_evaluations(trace, "pymc")
+    run.tuning_evaluations = _tuning_evaluations(trace, "pymc", tune)
     if discard_tuned_samples:
         _drop_warmup(trace)
     return run
@@ -231,8 +231,8 @@ def _run_nutpie(name: str, model, options: dict, discard_tuned_samples: bool) ->
     compiled_at = time.perf_counter()
     trace = nutpie.sample(compiled, **({"save_warmup": True} | options))
     ended = time.perf_counter()
-    draw_seconds = (ended - compiled_at) * _share_after_tuning(trace)
-    tuning = _tuning_evaluations(trace, "nutpie")
+    draw_seconds = (ended - compiled_at) * _share_after_tuning(trace, options["tune"])
+    tuning = _tuning_evaluations(trace, "nutpie", options["tune"])
     if discard_tuned_samples:
         _drop_warmup(trace)
     return SamplerRun(
@@ -265,8 +265,14 @@ def evaluations(stats, backend: str) -> tuple[np.ndarray, np.ndarray]:
     return steps, steps
 
 
-def _tuning_evaluations(trace, backend: str) -> tuple[float, float]:
-    """The tuning draws' exact evaluations over every chain (NaN if they were not kept)."""
+def _tuning_evaluations(trace, backend: str, tune: int) -> tuple[float, float]:
+    """The tuning draws' exact evaluations over every chain.
+
+    None without tuning draws (``tune=0``: the trace has no ``warmup_*`` groups); NaN where
+    there were some and they were not kept.
+    """
+    if tune == 0:
+        return 0.0, 0.0
     if "warmup_sample_stats" not in _groups(trace):
         return np.nan, np.nan
     logps, gradients = evaluations(trace.warmup_sample_stats, backend)
@@ -279,8 +285,13 @@ def _drop_warmup(trace) -> None:
         del trace[group]
 
 
-def _share_after_tuning(trace) -> float:
-    """The share of the leapfrog steps made after tuning (NaN without the tuning's)."""
+def _share_after_tuning(trace, tune: int) -> float:
+    """The share of the leapfrog steps made after tuning.
+
+    All of them without tuning draws (``tune=0``); NaN where the tuning's were not kept.
+    """
+    if tune == 0:
+        return 1.0
     if "warmup_sample_stats" not in _groups(trace):
         return np.nan
     after = float(np.sum(trace.sample_stats["n_steps"].values))
