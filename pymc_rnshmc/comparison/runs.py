@@ -73,7 +73,8 @@ class SamplerRun:
         whose steps compile inside the call).
     tuning_evaluations : tuple of float
         Exact logp and gradient evaluations of the tuning draws, over every chain
-        (:func:`evaluations`); NaN when the call did not report them.
+        (:func:`evaluations`); zero for a call with ``tune=0``, NaN when the call did not
+        report them.
 
     Examples
     --------
@@ -268,7 +269,7 @@ def evaluations(stats, backend: str) -> tuple[np.ndarray, np.ndarray]:
 def _tuning_evaluations(trace, backend: str, tune: int) -> tuple[float, float]:
     """The tuning draws' exact evaluations over every chain.
 
-    None without tuning draws (``tune=0``: the trace has no ``warmup_*`` groups); NaN where
+    Zero without tuning draws (``tune=0``: the trace has no ``warmup_*`` groups); NaN where
     there were some and they were not kept.
     """
     if tune == 0:

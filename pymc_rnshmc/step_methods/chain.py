@@ -360,10 +360,12 @@ class SurrogateChain(WithSamplingState):
         if not model.has_gradient or model.logp_function_ready:
             return
         model.note_compile_seconds(costs.compile_seconds())
-        evaluations_left = self.warmup.draws_left(self.iter_count)
-        model.logp_by_joint = not logp_function_pays(
-            costs.seconds_per_gradient(), model.compile_seconds, evaluations_left
+        evaluations_left = self.warmup.draws_left(self.iter_count) * len(self.sharing)
+        by_joint = not logp_function_pays(
+            costs.seconds_per_gradient(), model.logp_function_seconds(), evaluations_left
         )
+        for chain in self.sharing:  # a population's chains: one choice, as one function
+            chain.exact_model.logp_by_joint = by_joint
 
     def _begin_exact(self, q0: RaveledVars, phase_code: int) -> BegunDraw:
         """An exact draw's first half: the chain's point, with its ``logp`` where known."""

@@ -11,7 +11,8 @@ each a plain function here (or a method of :class:`Economy`):
   under PyTensor's Numba backend) or by the joint logp-and-gradient function the exploration
   has already compiled;
 - :meth:`Economy.setup_budget`: how long a chain's fits may spend choosing their trajectories
-  (metrics and path lengths), a share of what exact NUTS would still need;
+  (metrics and path lengths), a share of what exact NUTS would still need; none beyond the
+  first metric for a poor fit awaiting the verdict (:meth:`Economy.skips_setup`);
 - :func:`refit_pays`: whether a second or later refit (seconds, growing with the record) costs
   less than a share of what the surrogate's draws still save against exact NUTS draws;
 - :func:`sampling_verdict`: after the first fit's surrogate has run ``VERDICT_DRAWS`` tuning
@@ -64,7 +65,8 @@ cost several times NUTS's whole call (posteriordb ``sblrc-blr``: setup 2.2-9.5 s
 1.8 s NUTS call, 4 seeds); with a budget per fit and every metric scored regardless, a chain's
 fits still took 0.4-1.6 s in all (4.4 s once) against NUTS calls of 0.8-2.4 s (Student-t,
 log-gamma, non-centred eight schools, 4 seeds each; ``docs/benchmarks.md``). On costly models
-the budget is never reached."""
+the budget is never reached (but a poor fit awaiting the verdict gets none:
+:meth:`Economy.skips_setup`)."""
 VERDICT_DRAWS = 100
 """Surrogate tuning draws after the first fit before the verdict on whether it pays."""
 VERDICT_MARGIN = 1.5
@@ -157,9 +159,12 @@ def logp_function_pays(
     """Whether compiling the logp-only function costs less than it can save.
 
     It saves at most ``GRADIENT_SHARE`` of a joint evaluation at each of ``evaluations_left``
-    end points; compiling it costs about what compiling the joint function did (the first
-    exploration draw's excess, ``compile_seconds``; zero where the functions were compiled
-    before sampling). Unknown costs keep the logp-only function.
+    end points (all the chains' that share it); ``compile_seconds`` is what it costs before
+    its first answer: about what compiling the joint function did (the first exploration
+    draw's excess; zero where the functions were compiled before sampling), and building its
+    graph where that is still to come
+    (:meth:`~pymc_rnshmc.step_methods.exact_model.ExactModel.logp_function_seconds`). Unknown
+    costs keep the logp-only function.
     """
     if not np.isfinite(seconds_per_gradient):
         return True
@@ -253,6 +258,15 @@ class Verdict:
         """
         cheaper = self.exact_seconds >= VERDICT_COST_RATIO * self.surrogate_seconds
         return bool(self.fit_error > VERDICT_FIT_ERROR) and (self.new_metric or not cheaper)
+
+    @property
+    def kept_poor_fit(self) -> bool:
+        """A poor fit kept for its cheap draws.
+
+        Its trajectories were chosen without a scan (:meth:`Economy.skips_setup`), so its
+        warm-up refits at once.
+        """
+        return self.surrogate_pays and bool(self.fit_error > VERDICT_FIT_ERROR)
 
     @property
     def surrogate_pays(self) -> bool:
@@ -356,27 +370,38 @@ class Economy:
         self.fit_points, self.fit_seconds = int(points), float(seconds)
         self.refits += int(refit)
 
-    def setup_budget(
-        self, draws_left: float, spent: float = 0.0, fit_error: float = np.nan
-    ) -> float:
+    def setup_budget(self, draws_left: float, spent: float = 0.0) -> float:
         """Seconds the chain's next fit and its trajectory choice may take (``inf``: unbounded).
 
         ``SETUP_SHARE`` of the exact NUTS seconds of ``draws_left`` draws (all chains'), at
         the exploration's measured seconds per draw, less the ``spent`` seconds of the chain's
         earlier fits: one budget for all of a chain's setup, not one per fit. Unbounded when
         not weighing, or before two exploration draws were measured.
-
-        None before the verdict for a fit whose held-out gradient error ``fit_error`` is above
-        ``VERDICT_FIT_ERROR``: the verdict gives such a fit up unless its draws are much
-        cheaper than exact NUTS's, so its trajectory choice scores its first metric and
-        nothing more, and the budget is kept for the refits of a surrogate the verdict keeps.
         """
         seconds = self.costs.exact_draw_seconds()
         if not self.weighs or not np.isfinite(seconds):
             return np.inf
-        if self.verdict is None and fit_error > VERDICT_FIT_ERROR:
-            return 0.0
         return SETUP_SHARE * seconds * draws_left - spent
+
+    def skips_setup(self, fit_error: float, tuning_draws_left: int | None) -> bool:
+        """Whether a fit's trajectory choice scores its first metric and nothing more.
+
+        So for a fit whose held-out gradient error ``fit_error`` is above
+        ``VERDICT_FIT_ERROR`` while the verdict is still to come (``tuning_draws_left``, per
+        chain, leave its ``VERDICT_DRAWS``; ``None``: not known): the verdict gives such a fit
+        up unless its draws are at least ``VERDICT_COST_RATIO`` times cheaper than exact
+        NUTS's, and the budget is kept for the surrogates it keeps (their refit: see
+        :attr:`Verdict.kept_poor_fit`). On the Student-t posterior the scan had spent the
+        whole budget (0.23-0.33 s of calls of 1.3-1.5 s) on surrogates given up a hundred draws
+        later.
+        """
+        verdict_ahead = tuning_draws_left is None or tuning_draws_left >= VERDICT_DRAWS
+        return (
+            self.weighs
+            and self.verdict is None
+            and verdict_ahead
+            and bool(fit_error > VERDICT_FIT_ERROR)
+        )
 
     def refit_pays(self, record_size: int, draws_left: float) -> bool:
         """Whether a refit on ``record_size`` points pays over ``draws_left`` draws (all chains').

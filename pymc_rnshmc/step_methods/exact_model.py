@@ -17,6 +17,7 @@ import contextlib
 import copy
 import functools
 import math
+import time
 
 import numpy as np
 import pytensor.gradient
@@ -74,8 +75,14 @@ class BuiltAtFirstCall:
     Building it rewrites the model's graph (about 0.1 s on a two-parameter posteriordb model,
     more on larger graphs) before compiling; a chain whose economy evaluates ``logp`` by the
     joint function (:func:`~pymc_rnshmc.step_methods.economy.logp_function_pays`) never needs
-    it. Copies of the exact model (one a chain of a population) share one instance, so it is
-    built once.
+    it in the sampling process. Copies of the exact model (one a chain of a population) share
+    one instance, so it is built once. A worker process builds and compiles it before its
+    first task (:meth:`ExactModel.warm_up`), as it compiled it before.
+
+    Parameters
+    ----------
+    build : callable
+        Returns PyMC's ``ValueGradFunction`` of the logp alone (``compute_grads=False``).
     """
 
     def __init__(self, build) -> None:
@@ -89,6 +96,7 @@ class BuiltAtFirstCall:
     def __call__(self, position: np.ndarray):
         if self._function is None:
             self._function = _trusting(self._build())
+            self._build = None  # no longer needed, and copies pickle without it
         return self._function(position)
 
 
@@ -161,8 +169,11 @@ class ExactModel:
         options = {"dtype": dtype, "ravel_inputs": True, "initial_point": initial_point}
         if logp_dlogp_function is None and gradient:
             logp_dlogp_function = model.logp_dlogp_function(vars, **options)
+        deferred = logp_function is None and _may_defer(logp_dlogp_function, time_limit)
+        if deferred:  # built later: with the joint function's dtype, whatever floatX is then
+            options["dtype"] = str(logp_dlogp_function.dtype)
         build = functools.partial(model.logp_dlogp_function, vars, compute_grads=False, **options)
-        if logp_function is None and _may_defer(logp_dlogp_function, time_limit):
+        if deferred:
             self._compiled = [BuiltAtFirstCall(build), logp_dlogp_function._pytensor_function]
             self._shared = {}
             self.dtype = str(logp_dlogp_function.dtype)
@@ -190,6 +201,8 @@ class ExactModel:
         """Whether the logp-only function has run in this process (compiled)."""
         self.compile_seconds = 0.0
         """The most a compilation of the joint function was measured to take here."""
+        self.graph_seconds = 0.0
+        """What building the joint function's graph took (measured by :meth:`compile`)."""
 
     def __getstate__(self) -> dict:
         """A copy for another process, where the functions compile again at their first call."""
@@ -201,6 +214,16 @@ class ExactModel:
         """Remember a measured compilation of the joint function (kept for later chains)."""
         self.compile_seconds = max(self.compile_seconds, float(seconds))
 
+    def logp_function_seconds(self) -> float:
+        """What the logp-only function would cost before its first answer.
+
+        Its compilation, taken as the joint function's measured one, and its graph's build,
+        taken as the joint function's, where it is still to be built.
+        """
+        function = self._compiled[0]
+        unbuilt = isinstance(function, BuiltAtFirstCall) and not function.built
+        return self.compile_seconds + (self.graph_seconds if unbuilt else 0.0)
+
     @classmethod
     def compile(
         cls, model, vars, options: dict, *, reject_errors: tuple, time_limit: float | None
@@ -211,10 +234,12 @@ class ExactModel:
         ``pytensor.function``'s), as PyMC's NUTS takes them. The step's function, which its
         NUTS shares, is kept as :attr:`step_function`.
         """
+        started = time.perf_counter()
         try:  # PyMC builds the gradient graph once here; has_gradient would build it again
             function, gradient = _compiled_logp(model, vars, True, options), True
         except NO_GRADIENT_ERRORS:
             function, gradient = _compiled_logp(model, vars, False, options), False
+        graph_seconds = time.perf_counter() - started
         exact_model = cls(
             model,
             vars,
@@ -227,6 +252,7 @@ class ExactModel:
             time_limit=time_limit,
         )
         exact_model.step_function = function
+        exact_model.graph_seconds = graph_seconds
         return exact_model
 
     @property

@@ -173,6 +173,15 @@ class LearningPlan:
         if self.next_refit is None or self.next_refit > record_size:
             self.next_refit = self.least_refit = record_size
 
+    def refit_now(self, record_size: int) -> None:
+        """Refit at the next draw, if a refit is planned at all. Weighed as any refit is.
+
+        For a poor fit the verdict kept, whose trajectories were chosen without a scan: the
+        refit chooses them with the setup budget.
+        """
+        if self.next_refit is not None:
+            self.next_refit = self.least_refit = record_size
+
     def restart(self) -> None:
         """No more refits of this surrogate; the next fit (after exploring again) is a first."""
         self.stop()

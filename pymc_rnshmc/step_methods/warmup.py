@@ -278,7 +278,9 @@ class SurrogateWarmup:
         if self.start.postpones(held_out_error(surrogate), iteration, end_of_tuning):
             return
         try:
-            out_of_time = self._setup_deadline(started, iteration, host, self._fit_error(surrogate))
+            tuning_left = 0 if end_of_tuning else self.tuning_draws_left(iteration)
+            skip = self.economy.skips_setup(self._fit_error(surrogate), tuning_left)
+            out_of_time = self._setup_deadline(started, iteration, host, skip)
             choice = self._choose_dynamics(surrogate, positions, gradients, rng, host, out_of_time)
         except FIT_ERRORS as err:
             self._fall_back_to_exact(
@@ -307,9 +309,9 @@ class SurrogateWarmup:
                 surrogate, gradients = self._fit_candidate(
                     positions, potentials, gradients, rng, host
                 )
-                out_of_time = self._setup_deadline(
-                    clock, iteration, host, self._fit_error(surrogate)
-                )
+                tuning_left = self.tuning_draws_left(iteration)
+                skip = self.economy.skips_setup(self._fit_error(surrogate), tuning_left)
+                out_of_time = self._setup_deadline(clock, iteration, host, skip)
                 choice = self._choose_dynamics(
                     surrogate, positions, gradients, rng, host, out_of_time, refit=True
                 )
@@ -369,18 +371,16 @@ class SurrogateWarmup:
         self.phase = Phase.EXACT
         warnings.warn(message, SurrogateWarning, stacklevel=4)
 
-    def _setup_deadline(
-        self, started: float, iteration: int, host: WarmupHost, fit_error: float = np.nan
-    ):
+    def _setup_deadline(self, started: float, iteration: int, host: WarmupHost, skip: bool):
         """``out_of_time()`` for a fit begun at ``started``: past the economy's setup budget.
 
-        The budget is the chain's, less what its earlier fits took, and none for a poor fit
-        awaiting its verdict (``fit_error``:
-        :meth:`~pymc_rnshmc.step_methods.economy.Economy.setup_budget`). ``None`` where it
-        is unbounded (costs not weighed, or not yet measured).
+        The budget is the chain's, less what its earlier fits took, and none with ``skip`` (a
+        poor fit awaiting the verdict:
+        :meth:`~pymc_rnshmc.step_methods.economy.Economy.skips_setup`). ``None`` where it is
+        unbounded (costs not weighed, or not yet measured).
         """
         draws_left = self.draws_left(iteration) * host.chains_sharing()
-        budget = self.economy.setup_budget(draws_left, self.setup_seconds, fit_error)
+        budget = 0.0 if skip else self.economy.setup_budget(draws_left, self.setup_seconds)
         if not np.isfinite(budget):
             return None
         deadline = started + budget
@@ -611,6 +611,8 @@ class SurrogateWarmup:
         exact NUTS would continue with a metric from these draws. Once a chain.
         """
         verdict = self.economy.judge(draws, self._fit_error(self.surrogate), new_metric)
+        if verdict.kept_poor_fit:  # its trajectories were chosen without a scan
+            self.plan.refit_now(len(self.record))
         if not verdict.surrogate_pays:
             self.phase = Phase.EXACT
             self.plan.stop()

@@ -245,17 +245,19 @@ def test_the_setup_budget_is_a_share_of_what_exact_nuts_still_needs():
     assert Economy(weighs=False, costs=economy.costs).setup_budget(1000) == np.inf
 
 
-def test_a_poor_fit_awaiting_its_verdict_gets_no_setup_budget():
+def test_a_poor_fit_awaiting_a_verdict_that_can_still_come_skips_its_setup():
     economy = Economy()
-    for _ in range(10):
-        economy.note_draw(0, 7, 2e-3)
-    full = economy.setup_budget(draws_left=1000)
-    assert economy.setup_budget(1000, fit_error=VERDICT_FIT_ERROR * 1.01) == 0.0
-    assert economy.setup_budget(1000, fit_error=VERDICT_FIT_ERROR * 0.99) == full
-    assert economy.setup_budget(1000, fit_error=np.nan) == full  # a fit to values only
-    economy.verdict = Verdict(1.0, 0.5, 0.1, 0.5, 100, 100, fit_error=0.3)  # kept: refits budget
-    assert economy.setup_budget(1000, fit_error=0.3) == full
-    assert Economy(weighs=False).setup_budget(1000, fit_error=0.3) == np.inf
+    poor, fair = VERDICT_FIT_ERROR * 1.01, VERDICT_FIT_ERROR * 0.99
+    assert economy.skips_setup(poor, tuning_draws_left=VERDICT_DRAWS)
+    assert economy.skips_setup(poor, tuning_draws_left=None)  # PyMC 5: not known
+    assert not economy.skips_setup(fair, VERDICT_DRAWS)
+    assert not economy.skips_setup(np.nan, VERDICT_DRAWS)  # a fit to values only
+    assert not economy.skips_setup(poor, VERDICT_DRAWS - 1)  # no verdict can follow
+    assert not Economy(weighs=False).skips_setup(poor, VERDICT_DRAWS)
+    economy.verdict = Verdict(1.0, 0.5, 0.1, 0.5, 100, 100, fit_error=0.3)
+    assert not economy.skips_setup(poor, VERDICT_DRAWS)  # after the verdict: the budget
+    assert economy.verdict.kept_poor_fit
+    assert not dataclasses.replace(economy.verdict, fit_error=fair).kept_poor_fit
 
 
 def test_an_economy_that_does_not_weigh_measures_but_never_says_no():

@@ -146,3 +146,15 @@ def test_fits_are_counted_and_the_fit_after_a_restart_is_a_first_again():
     unknown.after_fit(100, error=np.nan, tuning_draws_left=800, end_of_tuning=False)
     unknown.after_fit(200, error=np.nan, tuning_draws_left=700, end_of_tuning=False)
     assert unknown.least_refit == unknown.next_refit == 400  # only the first has the allowance
+
+
+def test_a_kept_poor_fit_is_refitted_at_the_next_draw_if_a_refit_is_planned():
+    learning = plan()
+    learning.after_fit(200, error=0.3, tuning_draws_left=700, end_of_tuning=False)
+    assert not learning.refit_due(300, 600, 1600, chains=1)  # a doubling away
+    learning.refit_now(300)
+    assert learning.refit_due(300, 600, 1600, chains=1)
+    ended = plan()
+    ended.after_fit(200, error=0.3, tuning_draws_left=700, end_of_tuning=True)
+    ended.refit_now(300)
+    assert not ended.learning  # no plan to bring forward
