@@ -127,6 +127,21 @@ SOURCES = (
         'python -m benchmarks.economy --split check_again --samplers "NUTS,NUTS dense,RNSHMC"',
         "held out; as economy_check_now",
     ),
+    (
+        "economy_poor_fit_refit_others",
+        "python -m benchmarks.economy --workloads <seven posteriordb and battery posteriors> "
+        '--samplers "NUTS,NUTS dense,RNSHMC,RNSHMC before"',
+        "after the logp-only function on demand and no scan for a poor fit before the verdict; "
+        "run beside economy_poor_fit_refit (one core each)",
+    ),
+    (
+        "economy_poor_fit_refit",
+        "python -m benchmarks.economy --workloads "
+        "student-t,eight_schools-eight_schools_noncentered,garch-garch11 --seeds 1-12 "
+        '--samplers "NUTS,NUTS dense,RNSHMC,RNSHMC before"',
+        "as economy_poor_fit_refit_others, 12 seeds; the rule was written looking at the "
+        "Student-t and eight schools",
+    ),
 )
 """Result files, the command behind each (its section in the page gives every option) and what
 to know about its baselines. A workload (and width) in a later file replaces its rows from
