@@ -386,9 +386,9 @@ class Economy:
     def skips_setup(self, fit_error: float, tuning_draws_left: int | None) -> bool:
         """Whether a fit's trajectory choice scores its first metric and nothing more.
 
-        So for a fit whose held-out gradient error ``fit_error`` is above
+        True for a fit whose held-out gradient error ``fit_error`` is above
         ``VERDICT_FIT_ERROR`` while the verdict is still to come (``tuning_draws_left``, per
-        chain, leave its ``VERDICT_DRAWS``; ``None``: not known): the verdict gives such a fit
+        chain, leave its ``VERDICT_DRAWS``; ``None``: not known). The verdict gives such a fit
         up unless its draws are at least ``VERDICT_COST_RATIO`` times cheaper than exact
         NUTS's, and the budget is kept for the surrogates it keeps (their refit: see
         :attr:`Verdict.kept_poor_fit`). On the Student-t posterior the scan had spent the

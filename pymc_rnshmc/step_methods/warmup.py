@@ -252,6 +252,7 @@ class SurrogateWarmup:
     def _set_up(
         self, iteration: int, rng, host: WarmupHost, end_of_tuning: bool, started: float
     ) -> None:
+        """The first fit, its trajectory choice and the surrogate's start; or why not."""
         name, exact = self.settings.name, self.settings.exact_sampler
         positions, potentials, gradients = self.training_window()
         needed = self.settings.schedule.minimum_points(positions.shape[1])
@@ -278,9 +279,7 @@ class SurrogateWarmup:
         if self.start.postpones(held_out_error(surrogate), iteration, end_of_tuning):
             return
         try:
-            tuning_left = 0 if end_of_tuning else self.tuning_draws_left(iteration)
-            skip = self.economy.skips_setup(self._fit_error(surrogate), tuning_left)
-            out_of_time = self._setup_deadline(started, iteration, host, skip)
+            out_of_time = self._setup_deadline(started, iteration, host, surrogate, end_of_tuning)
             choice = self._choose_dynamics(surrogate, positions, gradients, rng, host, out_of_time)
         except FIT_ERRORS as err:
             self._fall_back_to_exact(
@@ -309,9 +308,7 @@ class SurrogateWarmup:
                 surrogate, gradients = self._fit_candidate(
                     positions, potentials, gradients, rng, host
                 )
-                tuning_left = self.tuning_draws_left(iteration)
-                skip = self.economy.skips_setup(self._fit_error(surrogate), tuning_left)
-                out_of_time = self._setup_deadline(clock, iteration, host, skip)
+                out_of_time = self._setup_deadline(clock, iteration, host, surrogate)
                 choice = self._choose_dynamics(
                     surrogate, positions, gradients, rng, host, out_of_time, refit=True
                 )
@@ -371,16 +368,26 @@ class SurrogateWarmup:
         self.phase = Phase.EXACT
         warnings.warn(message, SurrogateWarning, stacklevel=4)
 
-    def _setup_deadline(self, started: float, iteration: int, host: WarmupHost, skip: bool):
-        """``out_of_time()`` for a fit begun at ``started``: past the economy's setup budget.
+    def _setup_deadline(
+        self,
+        started: float,
+        iteration: int,
+        host: WarmupHost,
+        surrogate,
+        end_of_tuning: bool = False,
+    ):
+        """``out_of_time()`` for the fit of ``surrogate`` begun at ``started``.
 
-        The budget is the chain's, less what its earlier fits took, and none with ``skip`` (a
-        poor fit awaiting the verdict:
-        :meth:`~pymc_rnshmc.step_methods.economy.Economy.skips_setup`). ``None`` where it is
+        True once past the economy's setup budget: the chain's, less what its earlier fits
+        took; at once for a poor fit awaiting the verdict
+        (:meth:`~pymc_rnshmc.step_methods.economy.Economy.skips_setup`). ``None`` where it is
         unbounded (costs not weighed, or not yet measured).
         """
+        tuning_left = 0 if end_of_tuning else self.tuning_draws_left(iteration)
+        if self.economy.skips_setup(self._fit_error(surrogate), tuning_left):
+            return lambda: True
         draws_left = self.draws_left(iteration) * host.chains_sharing()
-        budget = 0.0 if skip else self.economy.setup_budget(draws_left, self.setup_seconds)
+        budget = self.economy.setup_budget(draws_left, self.setup_seconds)
         if not np.isfinite(budget):
             return None
         deadline = started + budget
