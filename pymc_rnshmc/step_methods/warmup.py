@@ -360,10 +360,6 @@ class SurrogateWarmup:
             return
         self._fall_back_to_exact(message)
 
-    def _fit_error(self, surrogate) -> float:
-        """The held-out gradient error the economy weighs (NaN for a fit to values only)."""
-        return np.nan if self.settings.values_only else held_out_error(surrogate)
-
     def _fall_back_to_exact(self, message: str) -> None:
         self.phase = Phase.EXACT
         warnings.warn(message, SurrogateWarning, stacklevel=4)
@@ -384,7 +380,9 @@ class SurrogateWarmup:
         unbounded (costs not weighed, or not yet measured).
         """
         tuning_left = 0 if end_of_tuning else self.tuning_draws_left(iteration)
-        if self.economy.skips_setup(self._fit_error(surrogate), tuning_left):
+        if self.economy.skips_setup(
+            _weighed_error(surrogate, self.settings.values_only), tuning_left
+        ):
             return lambda: True
         draws_left = self.draws_left(iteration) * host.chains_sharing()
         budget = self.economy.setup_budget(draws_left, self.setup_seconds)
@@ -617,7 +615,9 @@ class SurrogateWarmup:
         (:meth:`~pymc_rnshmc.step_methods.economy.Economy.judge`); ``new_metric``: whether
         exact NUTS would continue with a metric from these draws. Once a chain.
         """
-        verdict = self.economy.judge(draws, self._fit_error(self.surrogate), new_metric)
+        verdict = self.economy.judge(
+            draws, _weighed_error(self.surrogate, self.settings.values_only), new_metric
+        )
         if verdict.kept_poor_fit:  # its trajectories were chosen without a scan
             self.plan.refit_now(len(self.record))
         if not verdict.surrogate_pays:
@@ -665,3 +665,8 @@ class SurrogateWarmup:
         """The kernel the kept draws share: today's, with the averaged step size."""
         if self.kernel is not None:
             self.kernel = self.kernel._replace(step_size=self.bounded_step_size(False))
+
+
+def _weighed_error(surrogate, values_only: bool) -> float:
+    """The held-out gradient error the economy weighs (NaN for a fit to values only)."""
+    return np.nan if values_only else held_out_error(surrogate)
