@@ -22,7 +22,7 @@ __all__ = [
 
 SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "accept": (np.float64, []),
-    "accepted": (bool, []),
+    "accepted": (np.float64, []),
     "diverging": (bool, []),
     "divergences": (np.int64, []),
     "energy": (np.float64, []),
@@ -51,7 +51,11 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "warning": (SamplerWarning, None),
 }
 """Stats of every draw. PyMC's names where they exist; ``model_logp`` becomes ``lp`` in the
-result. ``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the model (a joint
+result. ``accepted`` (1.0 where the draw moved, 0.0 where it stayed) has the type of PyMC's
+``Metropolis``, which PyMC assigns to a model's integer variables beside this step: PyMC's trace
+refuses two step methods whose stats share a name but not a type (its own ``HamiltonianMC``,
+whose ``accepted`` is a bool, cannot sample beside ``Metropolis`` in PyMC 5.28 or 6.4).
+``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the model (a joint
 logp-and-gradient call counts in both). ``surrogate_error`` is how much the surrogate misjudged
 the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``: on every draw
 during tuning, on every tenth after it (NaN on the others; it costs about a leapfrog step),
@@ -96,7 +100,7 @@ def nuts_stats_to_surrogate_stats(stats: dict[str, Any]) -> dict[str, Any]:
     converted.pop("max_energy_error", None)
     n_steps = int(converted["n_steps"])
     converted["n_steps"] = n_steps
-    converted["accepted"] = bool(converted["index_in_trajectory"] != 0)
+    converted["accepted"] = float(converted["index_in_trajectory"] != 0)
     converted["n_logp_evals"] = n_steps + 1
     converted["n_gradient_evals"] = n_steps + 1
     converted["phase"] = 0
@@ -120,7 +124,7 @@ def surrogate_draw_stats(
     smallest, largest = metric_range
     return {
         "accept": result.accept,
-        "accepted": result.accepted,
+        "accepted": float(result.accepted),
         "diverging": result.divergence is not None,
         "divergences": divergences,
         "energy": result.energy,
@@ -167,7 +171,7 @@ def exact_draw_stats(
     smallest, largest = eigenvalue_range
     return {
         "accept": accept,
-        "accepted": accepted,
+        "accepted": float(accepted),
         "diverging": False,
         "divergences": divergences,
         "energy": -logp,

@@ -103,7 +103,7 @@ def test_draws_after_tuning_cost_one_logp(sequential_run, sampler):
     else:
         assert np.isfinite(errors[:, ::10][surrogate[:, ::10]]).all()  # TUNE % 10 == 0
     # a net draw that moved carries the wall it crossed (step_methods/wall_watch.py)
-    moved = sample_stat(idata, "accepted")
+    moved = sample_stat(idata, "accepted") == 1.0
     assert np.isnan(errors[net & ~moved]).all()
     if (net & moved).any():
         assert np.isfinite(errors[net & moved]).mean() > 0.9
@@ -256,6 +256,21 @@ def test_random_variables_are_accepted_as_vars_and_ordered_like_the_model(sample
     assert [v.name for v in step.vars] == ["first", "second"]
     assert abs(posterior_draws(idata, "second").mean() - 5.0) < 0.05
     assert abs(posterior_draws(idata, "first").mean()) < 0.4
+
+
+def test_samples_beside_pymc_metropolis_on_an_integer_variable(sampler):
+    # PyMC gives a model's integer variables to its Metropolis, whose stats share names with
+    # ours: PyMC's trace refuses a name with two types (``accepted`` was a bool here).
+    model = independent_normal(gradient=not sampler.black_box)
+    with model:
+        pm.DiscreteUniform("count", 0, 3)
+        step = sampler.make()
+        idata = sample_one_chain(step, draws=50, seed=12, tune=sampler.exploration + 50)
+    assert [v.name for v in step.vars] == ["x"]
+    moved = sample_stat(idata, "accepted")
+    assert moved.dtype == np.float64 and set(np.unique(moved)) <= {0.0, 1.0}
+    counts = posterior_draws(idata, "count")
+    assert counts.min() >= 0 and counts.max() <= 3 and len(np.unique(counts)) > 1
 
 
 def test_a_float32_model_pays_one_exact_logp_per_draw(sampler):
