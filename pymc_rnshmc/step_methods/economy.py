@@ -3,7 +3,7 @@
 A surrogate sampler is for models whose ``logp`` is expensive, but the user's clock is the whole
 call, and on a cheap model a fit, a compilation or a surrogate draw can cost more than the exact
 draws it saves. While tuning, a chain measures what its draws cost (:class:`DrawCosts`: seconds
-of each exact and surrogate draw, outside the fits), and four choices follow from the numbers,
+of each exact and surrogate draw, outside the fits), and five choices follow from the numbers,
 each a plain function here (or a method of :class:`Economy`):
 
 - :func:`logp_function_pays`: whether the end points of surrogate draws are evaluated by the
@@ -18,7 +18,9 @@ each a plain function here (or a method of :class:`Economy`):
 - :func:`sampling_verdict`: after the first fit's surrogate has run ``VERDICT_DRAWS`` tuning
   draws, whether it gives more effective draws per second than the exact NUTS draws of the
   exploration, and whether its fit is too poor to trust that estimate where its draws are not
-  much cheaper; if not, the chain continues with exact NUTS and says why in one line.
+  much cheaper; if not, the chain continues with exact NUTS and says why in one line;
+- :func:`unchecked_fit_too_poor`: whether a first fit made as tuning ends, which no verdict
+  follows, is too poor to draw with (then the kept draws are exact NUTS's).
 
 :class:`Economy` is what a warm-up holds of all this: the costs, its fits' sizes and seconds,
 and the verdict once given. numpy only. The thresholds are named here and were measured with
@@ -41,6 +43,7 @@ __all__ = [
     "logp_function_pays",
     "refit_pays",
     "sampling_verdict",
+    "unchecked_fit_too_poor",
 ]
 
 GRADIENT_SHARE = 0.5
@@ -324,6 +327,22 @@ def sampling_verdict(
         fit_error=float(fit_error),
         new_metric=bool(new_metric),
     )
+
+
+def unchecked_fit_too_poor(fit_error: float) -> bool:
+    """Whether a first fit made as tuning ends is too poor to draw with (NaN: not known).
+
+    Such a fit is never checked: no draws of its are measured, no step size is adapted on the
+    exact acceptance, and no verdict or collapse watch comes after it. The verdict gives a fit
+    above ``VERDICT_FIT_ERROR`` up unless its draws are measured to be ``VERDICT_COST_RATIO``
+    times cheaper; with nothing measured, it is given up. It happens where tuning ends before
+    the exploration does (on PyMC 5, which does not tell the step its tuning length). Measured:
+    a stochastic-volatility model (a Gaussian random walk of 100 steps and its scale, PyMC
+    5.28, ``tune=500``) fitted as tuning ended with a held-out gradient error of 60 %; its
+    exact acceptance was 0.00 in the first 200 kept draws, 908 of the 1000 stayed put, and
+    the bulk ESS was 3 (``benchmarks/user_models.py``).
+    """
+    return bool(fit_error > VERDICT_FIT_ERROR)
 
 
 EXPLORATION_PHASE, SURROGATE_PHASES = 0, (1, 2)

@@ -48,7 +48,7 @@ from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.collapse_watch import COLLAPSE_WINDOW, CollapseWatch
 from pymc_rnshmc.step_methods.dynamics import Dynamics, DynamicsSetting
-from pymc_rnshmc.step_methods.economy import Economy, Verdict
+from pymc_rnshmc.step_methods.economy import Economy, Verdict, unchecked_fit_too_poor
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
 from pymc_rnshmc.step_methods.learning_plan import LearningPlan
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
@@ -277,6 +277,15 @@ class SurrogateWarmup:
             )
             return
         if self.start.postpones(held_out_error(surrogate), iteration, end_of_tuning):
+            return
+        error = _weighed_error(surrogate, self.settings.values_only)
+        if end_of_tuning and unchecked_fit_too_poor(error):
+            self._fall_back_to_exact(
+                f"Tuning ended before {name} finished exploring (draw {iteration} of "
+                f"{self.start.exploration_length()}), and the surrogate it fitted then has a "
+                f"held-out gradient error of {100 * error:.0f} %: too poor to draw with, with no "
+                f"tuning left to check it. Sampling continues with {exact}. Increase `tune`."
+            )
             return
         try:
             out_of_time = self._setup_deadline(started, iteration, host, surrogate, end_of_tuning)

@@ -30,6 +30,7 @@ from pymc_rnshmc.step_methods.economy import (
     logp_function_pays,
     refit_pays,
     sampling_verdict,
+    unchecked_fit_too_poor,
 )
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.schedule import Phase
@@ -83,6 +84,12 @@ def test_a_refit_pays_where_surrogate_draws_save_more_than_it_costs():
     assert not refit_pays(1.0, 2.0, 1e-3, 4e-3, draws_left=1000)  # saves 3 s
     assert not refit_pays(0.1, 2.0, 1e-3, 0.5e-3, draws_left=1000)  # surrogate draws dearer
     assert refit_pays(1.0, 2.0, np.nan, 5e-3, draws_left=1000)  # not measured yet
+
+
+def test_an_unchecked_fit_is_too_poor_where_the_verdict_would_give_it_up():
+    assert unchecked_fit_too_poor(VERDICT_FIT_ERROR + 0.01)
+    assert not unchecked_fit_too_poor(VERDICT_FIT_ERROR - 0.01)
+    assert not unchecked_fit_too_poor(np.nan), "a fit to values only has no gradient error"
 
 
 def test_effective_draws_per_draw_of_independent_and_sticky_chains():

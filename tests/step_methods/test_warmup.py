@@ -139,6 +139,22 @@ def test_too_few_draws_at_the_end_of_tuning_fall_back_to_exact_draws():
     assert warmup.phase == Phase.EXACT and warmup.kernel is None
 
 
+def test_a_poor_fit_at_the_end_of_tuning_leaves_the_kept_draws_to_exact_draws():
+    # No verdict, collapse watch or adapted step size can follow it (PyMC 5, short tune).
+    rng = np.random.default_rng(7)
+    warmup = SurrogateWarmup(settings(), TUNE)
+    for position in MEAN + SD * rng.normal(size=(80, 3)):  # gradients that are noise
+        warmup.record.append(position, -Gaussian().logp(position), 5.0 * rng.normal(size=3))
+    with pytest.warns(SurrogateWarning, match="held-out gradient error of .* Increase `tune`"):
+        warmup.fit(80, rng, Host(), end_of_tuning=True)
+    assert warmup.phase == Phase.EXACT and warmup.kernel is None
+    good = SurrogateWarmup(settings(), TUNE)
+    explore(good, 80, rng)
+    with pytest.warns(SurrogateWarning, match="Tuning ended before test finished exploring"):
+        good.fit(80, rng, Host(), end_of_tuning=True)
+    assert good.phase == Phase.SURROGATE
+
+
 def started(seed: int) -> tuple[SurrogateWarmup, np.random.Generator]:
     rng = np.random.default_rng(seed)
     warmup = SurrogateWarmup(settings(), TUNE)
