@@ -103,9 +103,11 @@ class FitReport:
     def summary(self) -> str:
         """One phrase for the step's log."""
         kind = "gradient" if self.with_gradients else "potential"
+        error = self.held_out_error
+        measured = f"{error:.1%}" if np.isfinite(error) else "not measured"
         return (
             f" in {self.seconds:.2g} s ({self.n_hidden} hidden units, weight scale "
-            f"{self.weight_scale:g}, held-out {kind} error {self.held_out_error:.1%})"
+            f"{self.weight_scale:g}, held-out {kind} error {measured})"
         )
 
 
