@@ -60,13 +60,10 @@ def _trusting(function):
 def _may_defer(joint_function, time_limit: float | None) -> bool:
     """Whether the logp-only function can wait for its first call (:class:`BuiltAtFirstCall`).
 
-    Not where there is no joint function to take the dtype from, where non-sampled variables
-    must be set in its shared variables from the start, or under a time limit (whose worker
-    compiles every function before the first evaluation).
+    Not where there is no joint function to take the dtype from, or under a time limit (whose
+    worker compiles every function before the first evaluation).
     """
-    return (
-        joint_function is not None and time_limit is None and not joint_function._extra_vars_shared
-    )
+    return joint_function is not None and time_limit is None
 
 
 class BuiltAtFirstCall:
@@ -83,11 +80,20 @@ class BuiltAtFirstCall:
     ----------
     build : callable
         Returns PyMC's ``ValueGradFunction`` of the logp alone (``compute_grads=False``).
+    extras : dict, optional
+        The shared variables that hold the values of the model's non-sampled variables now
+        (the joint function's, which the step sets at every draw): the built function's own
+        start from them, and :attr:`shared` is set with them from then on. Building the
+        function eagerly for them cost 0.18 s of a 1.9 s call on the coal-mining change point
+        (``benchmarks/user_models.py``).
     """
 
-    def __init__(self, build) -> None:
+    def __init__(self, build, extras: dict | None = None) -> None:
         self._build = build
+        self._extras = dict(extras or {})
         self._function = None
+        self.shared: dict = {}
+        """The built function's shared variables of the non-sampled variables (empty before)."""
 
     @property
     def built(self) -> bool:
@@ -95,8 +101,12 @@ class BuiltAtFirstCall:
 
     def __call__(self, position: np.ndarray):
         if self._function is None:
-            self._function = _trusting(self._build())
-            self._build = None  # no longer needed, and copies pickle without it
+            function = self._build()
+            self.shared = dict(function._extra_vars_shared)
+            for name, shared in self.shared.items():
+                shared.set_value(self._extras[name].get_value(borrow=True), borrow=True)
+            self._function = _trusting(function)
+            self._build = self._extras = None  # no longer needed, and copies pickle without it
         return self._function(position)
 
 
@@ -173,9 +183,10 @@ class ExactModel:
         if deferred:  # built later: with the joint function's dtype, whatever floatX is then
             options["dtype"] = str(logp_dlogp_function.dtype)
         build = functools.partial(model.logp_dlogp_function, vars, compute_grads=False, **options)
-        if deferred:
-            self._compiled = [BuiltAtFirstCall(build), logp_dlogp_function._pytensor_function]
-            self._shared = {}
+        if deferred:  # the joint function's shared variables hold the non-sampled values
+            self._shared = dict(logp_dlogp_function._extra_vars_shared)
+            deferred_logp = BuiltAtFirstCall(build, self._shared)
+            self._compiled = [deferred_logp, logp_dlogp_function._pytensor_function]
             self.dtype = str(logp_dlogp_function.dtype)
         else:
             logp_function = build() if logp_function is None else logp_function
@@ -298,9 +309,16 @@ class ExactModel:
         return np.ascontiguousarray(position, dtype=self.dtype)
 
     def set_extra_values(self, point: dict) -> None:
-        """Copy the non-sampled variables of ``point`` into the logp-only function."""
-        for name, shared in self._shared.items():
-            shared.set_value(point[name], borrow=True)
+        """Copy the non-sampled variables of ``point`` into the logp-only function.
+
+        Where it is still to be built, into the joint function's shared variables, which it
+        will start from (PyMC's step sets them too).
+        """
+        deferred = self._compiled[0]
+        later = deferred.shared if isinstance(deferred, BuiltAtFirstCall) else {}
+        for shared_variables in (self._shared, later):
+            for name, shared in shared_variables.items():
+                shared.set_value(point[name], borrow=True)
 
     def extra_values(self) -> tuple:
         """Copies of the current non-sampled values (to tell whether a cached logp is stale)."""

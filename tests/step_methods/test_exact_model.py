@@ -62,14 +62,33 @@ def test_an_exact_model_pickles_before_and_after_the_build(built):
     assert copied.logp(position) == pytest.approx(exact_logp(position))
 
 
-def test_a_model_with_variables_the_step_does_not_sample_builds_it_at_once():
+def shifted_model() -> pm.Model:
     with pm.Model() as model:
         shift = pm.Normal("shift")
         pm.Normal("x", mu=shift, sigma=1.0)
-    x = model.rvs_to_values[model["x"]]
-    exact = ExactModel(model, [x])
-    assert not isinstance(exact._compiled[0], BuiltAtFirstCall)
+    return model
+
+
+def shifted_logp(x: float, shift: float) -> float:
+    """x about shift, and shift's own prior term."""
+    return -0.5 * (x - shift) ** 2 - 0.5 * shift**2 - np.log(2 * np.pi)
+
+
+@pytest.mark.parametrize("pickled", [False, True])
+def test_a_model_with_variables_the_step_does_not_sample_waits_too_and_follows_them(pickled):
+    # Built at its first call, the function starts from the non-sampled values set before
+    # it (held by the joint function's shared variables) and is set with them after.
+    model = shifted_model()
+    exact = ExactModel(model, [model.rvs_to_values[model["x"]]])
     exact.set_extra_values({"shift": np.array(2.0)})
-    # x = 1.5 about shift = 2, and shift's own prior term at 2
-    expected = -0.5 * 0.25 - 0.5 * 4.0 - np.log(2 * np.pi)
-    assert exact.logp(np.array([1.5])) == pytest.approx(expected)
+    if pickled:
+        exact = pickle.loads(cloudpickle.dumps(exact))
+    before = exact.extra_values()
+    assert not logp_only(exact).built
+    assert exact.logp(np.array([1.5])) == pytest.approx(shifted_logp(1.5, 2.0))
+    assert logp_only(exact).built and exact.extras_unchanged(before)
+    exact.set_extra_values({"shift": np.array(-1.0)})
+    assert not exact.extras_unchanged(before)
+    assert exact.logp(np.array([1.5])) == pytest.approx(shifted_logp(1.5, -1.0))
+    potential, _ = exact.potential_and_gradient(np.array([1.5]))
+    assert -potential == pytest.approx(shifted_logp(1.5, -1.0))
