@@ -79,6 +79,12 @@ SOURCES = (
         "baselines PyMC NUTS dense and nutpie low-rank; after the verdict's rule for a new metric",
     ),
     (
+        "wide_models_hierarchical_100_gives_up",
+        "python -m benchmarks.wide_models --workload hierarchical --dims 100 --seeds 1,2 "
+        '--samplers "RNSHMC,NUTS dense,nutpie low-rank"',
+        "baselines PyMC NUTS dense and nutpie low-rank; the verdict gives the poor fit up",
+    ),
+    (
         "wide_models_mcycle_gp",
         "python -m benchmarks.wide_models --workload mcycle_gp",
         "baselines PyMC NUTS diagonal and dense; nutpie diagonal and low-rank never moved",
