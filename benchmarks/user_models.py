@@ -2,6 +2,8 @@
 
     python -m benchmarks.user_models                                  # 11 models, 4 seeds
     python -m benchmarks.user_models --models lkj_mvn --seeds 1       # one model, one seed
+    python -m benchmarks.user_models --write-references \
+        tests/step_methods/data/user_models_reference.json             # the slow test's
 
 The posteriors the package's rules were written and checked on are the papers' workloads, the
 posteriordb references and a few curved or heavy-tailed densities. The models here are the
@@ -29,6 +31,7 @@ than ``WRONG`` MCSE off. Results go to ``benchmarks/results/<output>.{json,md}``
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 import warnings
@@ -226,7 +229,12 @@ def _discrete(model: pm.Model) -> bool:
     return any(v.dtype.startswith("int") for v in model.value_vars)
 
 
-def _sample(model: pm.Model, sampler: str, seed: int, tune: int, draws: int, chains: int):
+def sample_model(model: pm.Model, sampler: str, seed: int, tune: int, draws: int, chains: int):
+    """``pm.sample`` of ``model`` with ``sampler``, one core.
+
+    ``"RNSHMC"`` (its defaults), ``"NUTS"`` (PyMC's), anything else nutpie (PyMC's NUTS where
+    the model has a discrete variable, which nutpie does not take).
+    """
     options = {
         "tune": tune,
         "draws": draws,
@@ -284,7 +292,7 @@ def run(name: str, model: pm.Model, sampler: str, seed: int, reference: dict, ar
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            idata = _sample(model, sampler, seed, args.tune, args.draws, args.chains)
+            idata = sample_model(model, sampler, seed, args.tune, args.draws, args.chains)
         except Exception as error:  # a failing run is a result here
             idata, row["error"] = None, f"{type(error).__name__}: {error}"[:300]
     row["call s"] = time.perf_counter() - started
@@ -315,7 +323,7 @@ def run(name: str, model: pm.Model, sampler: str, seed: int, reference: dict, ar
 
 
 def _reference(name: str, model: pm.Model) -> dict:
-    idata = _sample(model, "reference", 2026, 1000, REFERENCE_DRAWS, REFERENCE_CHAINS)
+    idata = sample_model(model, "reference", 2026, 1000, REFERENCE_DRAWS, REFERENCE_CHAINS)
     return moments(model, idata)
 
 
@@ -324,7 +332,7 @@ def _compile(model: pm.Model) -> None:
     for sampler in ("NUTS", "RNSHMC", "nutpie"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _sample(model, sampler, 0, 10, 10, 1)
+            sample_model(model, sampler, 0, 10, 10, 1)
 
 
 COLUMNS = (
@@ -383,6 +391,20 @@ def _markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_references(path: str) -> None:
+    """Every model's reference means and MCSEs, as the slow test reads them."""
+    stored = {}
+    for name, build in MODELS.items():
+        model = build()
+        stored[name] = {
+            variable: {key: values.tolist() for key, values in found.items()}
+            for variable, found in _reference(name, model).items()
+        }
+        print(name, flush=True)
+    with open(path, "w") as file:
+        json.dump(stored, file, indent=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
@@ -392,7 +414,11 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--output", default="user_models")
+    parser.add_argument("--write-references", help="store the references here (JSON), no runs")
     args = parser.parse_args()
+    if args.write_references:
+        write_references(args.write_references)
+        return
     rows = []
     for name in args.models.split(","):
         model = MODELS[name]()
