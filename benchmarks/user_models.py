@@ -1,6 +1,6 @@
 """Models a PyMC user writes, none of them tuned on: does RNSHMC run, agree and keep up?
 
-    python -m benchmarks.user_models                                  # 11 models, 4 seeds
+    python -m benchmarks.user_models                                  # 12 models, 4 seeds
     python -m benchmarks.user_models --models lkj_mvn --seeds 1       # one model, one seed
     python -m benchmarks.user_models --write-references \
         tests/step_methods/data/user_models_reference.json             # the slow test's
@@ -13,8 +13,10 @@ a Gaussian random walk (stochastic volatility, 101 parameters), censored and tru
 likelihoods, a Student-t regression with ``pm.Data`` and a ``Deterministic``, a normal mixture
 with ordered means and Dirichlet weights, a non-centred multilevel regression, a latent Poisson
 Gaussian process (42 parameters), a ``Potential``, and a change-point model whose integer
-switch point PyMC gives to its ``Metropolis`` beside the surrogate step. None of them was used to
-choose anything in the package: they are all held out.
+switch point PyMC gives to its ``Metropolis`` beside the surrogate step; and one costly model,
+a Gaussian process's hyperparameters by its marginal likelihood on 200 points (about 2 ms a
+logp and gradient), of the kind the package is for. None of them was used to choose anything in
+the package: they are all held out.
 
 Per model, a reference first: nutpie, 4 chains of 1000 + 5000 draws (PyMC's NUTS beside its
 Metropolis where the model has a discrete variable, which nutpie does not take). Then, per seed,
@@ -35,6 +37,7 @@ import json
 import os
 import time
 import warnings
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -180,6 +183,21 @@ def potential_model() -> pm.Model:
     return model
 
 
+def marginal_gp() -> pm.Model:
+    """A Matern 5/2 GP's hyperparameters by its marginal likelihood on 200 points (3).
+
+    The costly one: the likelihood's Cholesky factor and its gradient take about 2 ms.
+    """
+    rng = _rng(11)
+    inputs = np.sort(rng.uniform(0.0, 10.0, 200))[:, None]
+    y = np.sin(inputs[:, 0]) + 0.3 * np.cos(3.0 * inputs[:, 0]) + rng.normal(0.0, 0.3, 200)
+    with pm.Model() as model:
+        length, amplitude = pm.Gamma("ell", 2.0, 1.0), pm.HalfNormal("eta", 2.0)
+        gp = pm.gp.Marginal(cov_func=amplitude**2 * pm.gp.cov.Matern52(1, length))
+        gp.marginal_likelihood("y", X=inputs, y=y, sigma=pm.HalfNormal("sigma", 1.0))
+    return model
+
+
 COAL_DISASTERS = np.array(
     [4, 5, 4, 1, 0, 4, 3, 4, 0, 6, 3, 3, 4, 0, 2, 6, 3, 3, 5, 4, 5, 3, 1, 4, 4, 1, 5, 5, 3, 4,
      2, 5, 2, 2, 3, 4, 2, 1, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0, 1, 0, 1, 1, 0, 0, 3, 1, 0, 3, 2, 2,
@@ -215,6 +233,7 @@ MODELS = {
         latent_gp,
         potential_model,
         coal_changepoint,
+        marginal_gp,
     )
 }
 
@@ -391,11 +410,14 @@ def _markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_references(path: str) -> None:
-    """Every model's reference means and MCSEs, as the slow test reads them."""
-    stored = {}
-    for name, build in MODELS.items():
-        model = build()
+def write_references(path: str, names: list[str]) -> None:
+    """The reference means and MCSEs of the models ``names``, as the slow test reads them.
+
+    Added to the file's other models, if it exists.
+    """
+    stored = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    for name in names:
+        model = MODELS[name]()
         stored[name] = {
             variable: {key: values.tolist() for key, values in found.items()}
             for variable, found in _reference(name, model).items()
@@ -417,7 +439,7 @@ def main() -> None:
     parser.add_argument("--write-references", help="store the references here (JSON), no runs")
     args = parser.parse_args()
     if args.write_references:
-        write_references(args.write_references)
+        write_references(args.write_references, args.models.split(","))
         return
     rows = []
     for name in args.models.split(","):

@@ -3,7 +3,8 @@
 The models are those of ``benchmarks/user_models.py`` (an LKJ covariance, a zero-inflated
 regression, a Gaussian random walk, censored and truncated likelihoods, ``pm.Data`` and a
 ``Deterministic``, a mixture with ordered means and Dirichlet weights, a multilevel regression, a
-latent GP, a ``Potential``, and an integer variable that PyMC gives to ``Metropolis``). The
+latent GP, a ``Potential``, an integer variable that PyMC gives to ``Metropolis``, and a GP's
+hyperparameters by their marginal likelihood). The
 references are their posterior means and MCSEs from nutpie, 4 x (1000 + 5000) draws (PyMC's NUTS
 beside Metropolis for the integer variable), stored by ``python -m benchmarks.user_models
 --write-references tests/step_methods/data/user_models_reference.json``. Every coordinate's mean
