@@ -288,7 +288,7 @@ class SurrogateWarmup:
             )
             return
         try:
-            out_of_time = self._setup_deadline(started, iteration, host, surrogate, end_of_tuning)
+            out_of_time = self._setup_deadline(started, iteration, host, error, end_of_tuning)
             choice = self._choose_dynamics(surrogate, positions, gradients, rng, host, out_of_time)
         except FIT_ERRORS as err:
             self._fall_back_to_exact(
@@ -317,7 +317,8 @@ class SurrogateWarmup:
                 surrogate, gradients = self._fit_candidate(
                     positions, potentials, gradients, rng, host
                 )
-                out_of_time = self._setup_deadline(clock, iteration, host, surrogate)
+                error = _weighed_error(surrogate, self.settings.values_only)
+                out_of_time = self._setup_deadline(clock, iteration, host, error)
                 choice = self._choose_dynamics(
                     surrogate, positions, gradients, rng, host, out_of_time, refit=True
                 )
@@ -378,10 +379,10 @@ class SurrogateWarmup:
         started: float,
         iteration: int,
         host: WarmupHost,
-        surrogate,
+        fit_error: float,
         end_of_tuning: bool = False,
     ):
-        """``out_of_time()`` for the fit of ``surrogate`` begun at ``started``.
+        """``out_of_time()`` for a fit begun at ``started`` (its weighed ``fit_error``).
 
         True once past the economy's setup budget: the chain's, less what its earlier fits
         took; at once for a poor fit awaiting the verdict
@@ -389,9 +390,7 @@ class SurrogateWarmup:
         unbounded (costs not weighed, or not yet measured).
         """
         tuning_left = 0 if end_of_tuning else self.tuning_draws_left(iteration)
-        if self.economy.skips_setup(
-            _weighed_error(surrogate, self.settings.values_only), tuning_left
-        ):
+        if self.economy.skips_setup(fit_error, tuning_left):
             return lambda: True
         draws_left = self.draws_left(iteration) * host.chains_sharing()
         budget = self.economy.setup_budget(draws_left, self.setup_seconds)
