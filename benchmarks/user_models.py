@@ -48,6 +48,7 @@ import pymc as pm
 
 from benchmarks.measure import cell, markdown_table, run_metadata, write_results
 from pymc_rnshmc import RNSHMC, SurrogateWarning
+from pymc_rnshmc.comparison.table import coordinate_ess
 
 WRONG = 5.0
 """``|z|`` of a mean above which a run is wrong (the trust battery's bar)."""
@@ -244,8 +245,13 @@ def _posterior(idata):
     return posterior.to_dataset() if hasattr(posterior, "to_dataset") else posterior
 
 
+def _continuous(model: pm.Model) -> list[str]:
+    """The free variables NUTS and the surrogate step sample (not the integer ones)."""
+    return [v.name for v in model.free_RVs if not v.dtype.startswith("int")]
+
+
 def _discrete(model: pm.Model) -> bool:
-    return any(v.dtype.startswith("int") for v in model.value_vars)
+    return len(_continuous(model)) < len(model.free_RVs)
 
 
 def sample_model(model: pm.Model, sampler: str, seed: int, tune: int, draws: int, chains: int):
@@ -289,9 +295,11 @@ def moments(model: pm.Model, idata) -> dict:
 
 
 def _continuous_ess(model: pm.Model, idata, method: str) -> float:
+    """The least ESS of a continuous coordinate (0 for chains that never moved)."""
     posterior = _posterior(idata)
-    names = [v.name for v in model.free_RVs if not v.dtype.startswith("int")]
-    return float(min(np.min(az.ess(posterior[[n]], method=method)[n].values) for n in names))
+    draws = [np.asarray(posterior[name].values, dtype=float) for name in _continuous(model)]
+    flat = np.concatenate([d.reshape(d.shape[0], d.shape[1], -1) for d in draws], axis=2)
+    return float(np.min(coordinate_ess(flat, method)))
 
 
 def _largest_z(found: dict, reference: dict) -> tuple[float, str]:
