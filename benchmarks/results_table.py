@@ -331,16 +331,26 @@ HEADER = (
 )
 
 
+def newest_runs(names: list[str]) -> list[tuple[str, str, list[Run]]]:
+    """Each result file's name, date and runs, less the workloads (and widths) a later one has."""
+    loaded = [(name, *load(name)) for name in names]
+    kept = []
+    for index, (name, runs, date) in enumerate(loaded):
+        later_runs = (run for _, runs_of_file, _ in loaded[index + 1 :] for run in runs_of_file)
+        newer = {(run.workload, run.d) for run in later_runs}
+        kept.append((name, date, [run for run in runs if (run.workload, run.d) not in newer]))
+    return kept
+
+
 def table() -> str:
     """The markdown table, one row per workload and width, with its source and date."""
-    rows, commands = [], []
-    loaded = [(name, command, note, *load(name)) for name, command, note in SOURCES]
-    for index, (name, command, note, runs, date) in enumerate(loaded):
-        later_runs = (run for *_, runs_of_file, _ in loaded[index + 1 :] for run in runs_of_file)
-        newer = {(run.workload, run.d) for run in later_runs}
-        for row in rows_of([run for run in runs if (run.workload, run.d) not in newer]):
-            rows.append([*row, f"`{name}` ({date})"])
-        commands.append(f"- `{name}`: `{command}`" + (f" ({note})" if note else ""))
+    rows = []
+    for name, date, runs in newest_runs([name for name, _, _ in SOURCES]):
+        rows += [[*row, f"`{name}` ({date})"] for row in rows_of(runs)]
+    commands = [
+        f"- `{name}`: `{command}`" + (f" ({note})" if note else "")
+        for name, command, note in SOURCES
+    ]
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(row) + " |" for row in _by_workload_and_width(rows)]
     return "\n".join([*lines, "", *commands]) + "\n"

@@ -3,7 +3,9 @@
     python -m benchmarks.wide_models                                   # d = 20 .. 320, seed 1
     python -m benchmarks.wide_models --dims 20,40 --seeds 1,2 --output wide_models_small
     python -m benchmarks.wide_models --dims 10 --tune 200 --draws 200 --output smoke_wide_models
-    python -m benchmarks.wide_models --plot wide_models_mode,wide_models_mode_wide \
+    python -m benchmarks.wide_models --plot wide_models_width_stop_baseline,\
+wide_models_held_out_period,wide_models_first_refit_320,wide_models_exact_work_80,\
+wide_models_hierarchical_fallback,wide_models_hierarchical_100_gives_up \
         --figure docs/figures/wide-models-scaling.png    # the docs' figure, from result files
 
 The workload (``--workload``) is :func:`pymc_rnshmc.workloads.correlated_logistic_regression`
@@ -298,15 +300,45 @@ PLOTTED = ("RNSHMC", "RNSHMC from jitter", "nutpie low-rank", "nutpie", "NUTS de
 def plot(names: list[str], figure: str) -> None:
     """Whole-call tail ESS per second against ``d`` (medians over seeds), and RNSHMC's ratio to
     the strongest baseline of each width and seed (:func:`benchmarks.results_table.comparisons`),
-    from the result files ``names``."""
+    from the result files ``names``; a width in a later file replaces its runs in earlier ones
+    (:func:`benchmarks.results_table.newest_runs`). The logistic regression's ratios, and the
+    hierarchical model's, where the verdict gave the surrogate up for exact NUTS."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for name in names for r in results_table.load(name)[0] if r.workload == "logistic"]
+    runs = [run for _, _, file_runs in results_table.newest_runs(names) for run in file_runs]
+    logistic = [r for r in runs if r.workload == "logistic"]
+    fig, (speed, ratio) = plt.subplots(1, 2, figsize=(12, 4))
+    _plot_speed(speed, logistic)
+    for workload, colour, note in (
+        ("logistic", "C0", "logistic"),
+        ("hierarchical", "C3", "hierarchical (given up: exact NUTS)"),
+    ):
+        found = _ratios([r for r in runs if r.workload == workload])
+        for kind, marker in (("bulk", "o"), ("tail", "s")):
+            if found:
+                points = [(d, c.ratios[kind]) for d, c in found]
+                ratio.plot(*zip(*points), marker, color=colour, label=f"{note}, {kind} ESS")
+    ratio.axhline(1.0, color="grey", lw=0.8)
+    ratio.plot([80, 160], [5, 3], "k_", markersize=18, label="the issue's targets")
+    ratio.set(
+        xscale="log", xlabel="parameters d", ylabel="RNSHMC / strongest baseline", ylim=(0, None)
+    )
+    ratio.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    for axis, shown in ((speed, logistic), (ratio, runs)):
+        widths = sorted({r.d for r in shown if r.d is not None})
+        axis.set_xticks(widths, [str(d) for d in widths], fontsize=7)
+        axis.minorticks_off()
+    fig.suptitle("Wide models, 1000 + 1000 draws, one chain (PyMC 6)")
+    fig.tight_layout()
+    fig.savefig(figure, dpi=110)
+
+
+def _plot_speed(axis, runs: list) -> None:
+    """Each sampler's median whole-call tail ESS per second against ``d``."""
     widths = sorted({r.d for r in runs})
-    fig, (speed, ratio) = plt.subplots(1, 2, figsize=(10, 4))
     for sampler in PLOTTED:
         dims = [d for d in widths if any(r.sampler == sampler and r.d == d for r in runs)]
         tail = [
@@ -314,27 +346,17 @@ def plot(names: list[str], figure: str) -> None:
             for d in dims
         ]
         if dims:
-            speed.plot(dims, tail, "o-", label=sampler)
-    speed.set(xscale="log", yscale="log", xlabel="parameters d", ylabel="tail ESS / s, whole call")
-    speed.legend(fontsize=8)
-    found = [
-        (d, c) for d in widths for c in results_table.comparisons([r for r in runs if r.d == d])
-    ]
-    for kind, marker in (("bulk", "o"), ("tail", "s")):
-        if found:
-            ratio.plot(*zip(*[(d, c.ratios[kind]) for d, c in found]), marker, label=f"{kind} ESS")
-    ratio.axhline(1.0, color="grey", lw=0.8)
-    ratio.plot([80, 160], [5, 3], "k_", markersize=18, label="the issue's targets")
-    ratio.set(
-        xscale="log", xlabel="parameters d", ylabel="RNSHMC / strongest baseline", ylim=(0, None)
-    )
-    ratio.legend(fontsize=8)
-    for axis in (speed, ratio):
-        axis.set_xticks(widths, [str(d) for d in widths])
-        axis.minorticks_off()
-    fig.suptitle("Correlated logistic regression, 1000 + 1000 draws, one chain (PyMC 6)")
-    fig.tight_layout()
-    fig.savefig(figure, dpi=110)
+            axis.plot(dims, tail, "o-", label=sampler)
+    axis.set(xscale="log", yscale="log", xlabel="parameters d", ylabel="tail ESS / s, whole call")
+    axis.set_title("correlated logistic regression", fontsize=9)
+    axis.legend(fontsize=8)
+
+
+def _ratios(runs: list) -> list:
+    """``(d, comparison)`` for each width and seed of ``runs`` (one workload)."""
+    widths = sorted({r.d for r in runs})
+    by_width = {d: [r for r in runs if r.d == d] for d in widths}
+    return [(d, found) for d in widths for found in results_table.comparisons(by_width[d])]
 
 
 def main() -> None:
