@@ -47,14 +47,20 @@ from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
 from pymc_rnshmc.step_methods.collapse_watch import COLLAPSE_WINDOW, CollapseWatch
-from pymc_rnshmc.step_methods.dynamics import Dynamics, DynamicsSetting
+from pymc_rnshmc.step_methods.dynamics import Dynamics
 from pymc_rnshmc.step_methods.economy import Economy, Verdict, unchecked_fit_too_poor
-from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate, new_kernel
+from pymc_rnshmc.step_methods.fit_setup import (
+    choose_dynamics,
+    log_fit,
+    setup_deadline,
+    weighed_error,
+)
+from pymc_rnshmc.step_methods.kernel_fit import fit_surrogate, new_kernel
 from pymc_rnshmc.step_methods.learning_plan import LearningPlan
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.start_rule import StartRule
 from pymc_rnshmc.step_methods.tuning_alone import AloneTuning
-from pymc_rnshmc.surrogates.base import Capabilities, fit_summary, held_out_error
+from pymc_rnshmc.surrogates.base import Capabilities, held_out_error
 from pymc_rnshmc.surrogates.training import TrainingBuffer
 
 __all__ = ["SurrogateWarmup", "WarmupHost", "WarmupSettings"]
@@ -267,7 +273,14 @@ class SurrogateWarmup:
             )
             return
         try:
-            surrogate, gradients = self._fit_candidate(positions, potentials, gradients, rng, host)
+            surrogate, gradients = fit_surrogate(
+                host.new_surrogate(),
+                positions,
+                potentials,
+                gradients,
+                self.laplace,
+                rng.spawn(1)[0],
+            )
         except FIT_ERRORS as err:
             self._postpone_or_fall_back(
                 iteration,
@@ -278,7 +291,7 @@ class SurrogateWarmup:
             return
         if self.start.postpones(held_out_error(surrogate), iteration, end_of_tuning):
             return
-        error = _weighed_error(surrogate, self.settings.values_only)
+        error = weighed_error(surrogate, self.settings.values_only)
         if end_of_tuning and unchecked_fit_too_poor(error):
             self._fall_back_to_exact(
                 f"Tuning ended before {name} finished exploring (draw {iteration} of "
@@ -288,8 +301,15 @@ class SurrogateWarmup:
             )
             return
         try:
-            out_of_time = self._setup_deadline(started, iteration, host, error, end_of_tuning)
-            choice = self._choose_dynamics(surrogate, positions, gradients, rng, host, out_of_time)
+            choice = self._dynamics(
+                surrogate,
+                positions,
+                gradients,
+                rng,
+                host,
+                (started, iteration, error),
+                end_of_tuning,
+            )
         except FIT_ERRORS as err:
             self._fall_back_to_exact(
                 f"{name} could not set up its surrogate dynamics ({err}). Sampling continues "
@@ -314,13 +334,23 @@ class SurrogateWarmup:
         positions, potentials, gradients = self.training_window()
         try:
             with single_blas_thread():
-                surrogate, gradients = self._fit_candidate(
-                    positions, potentials, gradients, rng, host
+                surrogate, gradients = fit_surrogate(
+                    host.new_surrogate(),
+                    positions,
+                    potentials,
+                    gradients,
+                    self.laplace,
+                    rng.spawn(1)[0],
                 )
-                error = _weighed_error(surrogate, self.settings.values_only)
-                out_of_time = self._setup_deadline(clock, iteration, host, error)
-                choice = self._choose_dynamics(
-                    surrogate, positions, gradients, rng, host, out_of_time, refit=True
+                error = weighed_error(surrogate, self.settings.values_only)
+                choice = self._dynamics(
+                    surrogate,
+                    positions,
+                    gradients,
+                    rng,
+                    host,
+                    (clock, iteration, error),
+                    refit=True,
                 )
         except FIT_ERRORS as err:
             self.plan.stop()
@@ -355,16 +385,6 @@ class SurrogateWarmup:
         outside[first:last] = False
         return positions[outside], potentials[outside]
 
-    def _fit_candidate(self, positions, potentials, gradients, rng, host: WarmupHost):
-        return fit_surrogate(
-            host.new_surrogate(),
-            positions,
-            potentials,
-            gradients,
-            self.laplace,
-            rng.spawn(1)[0],
-        )
-
     def _postpone_or_fall_back(self, iteration: int, end_of_tuning: bool, message: str) -> None:
         if not end_of_tuning and self.start.postpone(iteration):
             return
@@ -374,68 +394,48 @@ class SurrogateWarmup:
         self.phase = Phase.EXACT
         warnings.warn(message, SurrogateWarning, stacklevel=4)
 
-    def _setup_deadline(
-        self,
-        started: float,
-        iteration: int,
-        host: WarmupHost,
-        fit_error: float,
-        end_of_tuning: bool = False,
-    ):
-        """``out_of_time()`` for a fit begun at ``started`` (its weighed ``fit_error``).
-
-        True once past the economy's setup budget: the chain's, less what its earlier fits
-        took; at once for a poor fit awaiting the verdict
-        (:meth:`~pymc_rnshmc.step_methods.economy.Economy.skips_setup`). ``None`` where it is
-        unbounded (costs not weighed, or not yet measured).
-        """
-        tuning_left = 0 if end_of_tuning else self.tuning_draws_left(iteration)
-        if self.economy.skips_setup(fit_error, tuning_left):
-            return lambda: True
-        draws_left = self.draws_left(iteration) * host.chains_sharing()
-        budget = self.economy.setup_budget(draws_left, self.setup_seconds)
-        if not np.isfinite(budget):
-            return None
-        deadline = started + budget
-        return lambda: time.perf_counter() > deadline
-
-    def _choose_dynamics(
+    def _dynamics(
         self,
         surrogate,
-        positions,
-        gradients,
+        positions: np.ndarray,
+        gradients: np.ndarray,
         rng,
         host: WarmupHost,
-        out_of_time=None,
+        fit: tuple[float, int, float],
+        end_of_tuning: bool = False,
         refit: bool = False,
     ) -> TrajectoryChoice:
-        """Metric, step size and path length, by simulating surrogate chains (no exact calls).
+        """The fitted ``surrogate``'s trajectories, chosen within what is left of the setup budget.
 
-        ``out_of_time()``, if given, ends the comparison of metrics and the scan of path
-        lengths early (the setup budget).
+        ``fit``: when it began (``time.perf_counter``), at which iteration, and its weighed
+        error. The choice starts from the surrogate's adapted step size on a refit, else from
+        the explorer's (:func:`~pymc_rnshmc.step_methods.fit_setup.choose_dynamics`); the setup
+        budget is the chain's, less what its earlier fits took, and none for a poor fit awaiting
+        the verdict (:func:`~pymc_rnshmc.step_methods.fit_setup.setup_deadline`).
         """
-        explorer_variances, explorer_covariance, explorer_step_size = host.explorer_metric()
+        started, iteration, error = fit
+        tuning_left = 0 if end_of_tuning else self.tuning_draws_left(iteration)
+        draws_left = self.draws_left(iteration) * host.chains_sharing()
+        out_of_time = setup_deadline(
+            self.economy, started, error, tuning_left, draws_left, self.setup_seconds
+        )
+        explorer_metric = host.explorer_metric()
         if self.phase == Phase.SURROGATE:
             first_guess = self.bounded_step_size(tune=False)
         else:
-            first_guess = self._bounded(explorer_step_size)
+            first_guess = self._bounded(explorer_metric[2])
         previous = self.choice if refit else None
-        setting = DynamicsSetting(
-            positions=positions,
-            gradients=gradients,
-            explorer_variances=explorer_variances,
-            extra_metrics=candidate_metrics(surrogate, explorer_covariance),
-            step_size=first_guess,
-            target_accept=self.settings.surrogate_target_accept,
-            max_steps=self.settings.max_steps,
-            rng=rng.spawn(1)[0],
-            path_length=self.settings.path_length,
-            simulated_draws=self.settings.schedule.simulated_draws,
-            refit=refit,
-            previous=None if previous is None else previous.best,
-            out_of_time=out_of_time,
+        return choose_dynamics(
+            self.settings,
+            surrogate,
+            positions,
+            gradients,
+            explorer_metric,
+            first_guess,
+            rng,
+            previous,
+            out_of_time,
         )
-        return self.settings.dynamics.choose(surrogate, setting)
 
     def _start(
         self,
@@ -449,7 +449,7 @@ class SurrogateWarmup:
     ) -> None:
         """Install the surrogate, its kernel and a fresh step-size adaptation."""
         settings, best = self.settings, choice.best
-        log_level = logging.INFO if self.surrogate is None else logging.DEBUG  # refits: debug
+        first = self.surrogate is None  # refits log at DEBUG
         self.surrogate = surrogate
         # the training window is the record's last rows, and the record has not grown since
         self.fitted_rows = (len(self.record) - positions.shape[0], len(self.record))
@@ -482,7 +482,7 @@ class SurrogateWarmup:
             end_of_tuning,
             host.chains_sharing(),
         )
-        self._tell_fit(log_level, gradients.shape[0])
+        log_fit(settings, surrogate, choice, gradients.shape[0], first)
         if end_of_tuning:
             warnings.warn(
                 f"Tuning ended before {settings.name} finished exploring (draw {iteration} of "
@@ -492,22 +492,6 @@ class SurrogateWarmup:
                 SurrogateWarning,
                 stacklevel=5,
             )
-
-    def _tell_fit(self, log_level: int, n_points: int) -> None:
-        """One log line: the fit and the trajectories chosen (INFO the first time)."""
-        best, dynamics = self.choice.best, self.settings.dynamics
-        _log.log(
-            log_level,
-            "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
-            "step size %.3g, %s (simulated ESS %.2f per draw).",
-            self.settings.name,
-            n_points,
-            fit_summary(self.surrogate),
-            best.metric.kind,
-            best.step_size,
-            f"path length {best.path_length:.3g}" if dynamics.chooses_path_length else "NUTS trees",
-            best.ess_mean,
-        )
 
     # ----------------------------------------------------------------- while sampling
     def adapt(self, accept: float) -> None:
@@ -624,7 +608,7 @@ class SurrogateWarmup:
         exact NUTS would continue with a metric from these draws. Once a chain.
         """
         verdict = self.economy.judge(
-            draws, _weighed_error(self.surrogate, self.settings.values_only), new_metric
+            draws, weighed_error(self.surrogate, self.settings.values_only), new_metric
         )
         if verdict.kept_poor_fit:  # its trajectories were chosen without a scan
             self.plan.refit_now(len(self.record))
@@ -673,8 +657,3 @@ class SurrogateWarmup:
         """The kernel the kept draws share: today's, with the averaged step size."""
         if self.kernel is not None:
             self.kernel = self.kernel._replace(step_size=self.bounded_step_size(False))
-
-
-def _weighed_error(surrogate, values_only: bool) -> float:
-    """The held-out gradient error the economy weighs (NaN for a fit to values only)."""
-    return np.nan if values_only else held_out_error(surrogate)

@@ -1,0 +1,112 @@
+"""What a fit is set up with: its weighed error, the setup deadline, and its dynamics.
+
+The steps of the warm-up's first fit and of each refit between fitting a surrogate and starting
+it, as functions of explicit values rather than of the warm-up: the held-out error the economy
+weighs, when the setup budget runs out, the trajectories chosen by simulation on the surrogate
+(metric, step size and path length; no exact evaluation), and the log line that reports the fit.
+numpy only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
+from pymc_rnshmc.step_methods.dynamics import DynamicsSetting
+from pymc_rnshmc.step_methods.economy import Economy
+from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics
+from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
+
+__all__ = ["choose_dynamics", "log_fit", "setup_deadline", "weighed_error"]
+
+_log = logging.getLogger("pymc.rnshmc")
+
+
+def weighed_error(surrogate, values_only: bool) -> float:
+    """The held-out gradient error the economy weighs (NaN for a fit to values only)."""
+    return np.nan if values_only else held_out_error(surrogate)
+
+
+def setup_deadline(
+    economy: Economy,
+    started: float,
+    fit_error: float,
+    tuning_left: int | None,
+    draws_left: int,
+    spent: float,
+) -> Callable[[], bool] | None:
+    """``out_of_time()`` for a fit begun at ``started`` (``time.perf_counter``).
+
+    True once past the economy's setup budget for the ``draws_left`` still to come (those of
+    every chain sharing the surrogate), less the ``spent`` seconds of earlier fits; at once for
+    a poor fit (weighed ``fit_error``) awaiting the verdict with ``tuning_left`` draws
+    (:meth:`~pymc_rnshmc.step_methods.economy.Economy.skips_setup`). ``None`` where it is
+    unbounded (costs not weighed, or not yet measured).
+    """
+    if economy.skips_setup(fit_error, tuning_left):
+        return lambda: True
+    budget = economy.setup_budget(draws_left, spent)
+    if not np.isfinite(budget):
+        return None
+    deadline = started + budget
+    return lambda: time.perf_counter() > deadline
+
+
+def choose_dynamics(
+    settings,
+    surrogate,
+    positions: np.ndarray,
+    gradients: np.ndarray,
+    explorer_metric: tuple[np.ndarray | None, np.ndarray | None, float],
+    first_guess: float,
+    rng: np.random.Generator,
+    previous: TrajectoryChoice | None = None,
+    out_of_time: Callable[[], bool] | None = None,
+) -> TrajectoryChoice:
+    """Metric, step size and path length, by simulating surrogate chains (no exact calls).
+
+    ``settings``: the warm-up's
+    (:class:`~pymc_rnshmc.step_methods.warmup.WarmupSettings`); ``explorer_metric``: the exact
+    explorer's diagonal metric, chain covariance and step size; ``first_guess``: the step size
+    the search starts from; ``previous``: the last fit's choice, for a refit's shorter scan
+    (``None`` for a first fit). ``out_of_time()``, if given, ends the comparison of metrics and
+    the scan of path lengths early (the setup budget).
+    """
+    explorer_variances, explorer_covariance, _ = explorer_metric
+    setting = DynamicsSetting(
+        positions=positions,
+        gradients=gradients,
+        explorer_variances=explorer_variances,
+        extra_metrics=candidate_metrics(surrogate, explorer_covariance),
+        step_size=first_guess,
+        target_accept=settings.surrogate_target_accept,
+        max_steps=settings.max_steps,
+        rng=rng.spawn(1)[0],
+        path_length=settings.path_length,
+        simulated_draws=settings.schedule.simulated_draws,
+        refit=previous is not None,
+        previous=None if previous is None else previous.best,
+        out_of_time=out_of_time,
+    )
+    return settings.dynamics.choose(surrogate, setting)
+
+
+def log_fit(settings, surrogate, choice: TrajectoryChoice, n_points: int, first: bool) -> None:
+    """One log line: the fit and the trajectories chosen (INFO for the ``first``, else DEBUG)."""
+    best, dynamics = choice.best, settings.dynamics
+    _log.log(
+        logging.INFO if first else logging.DEBUG,
+        "%s fitted its surrogate on %d exact draws%s; trajectories: %s metric, "
+        "step size %.3g, %s (simulated ESS %.2f per draw).",
+        settings.name,
+        n_points,
+        fit_summary(surrogate),
+        best.metric.kind,
+        best.step_size,
+        f"path length {best.path_length:.3g}" if dynamics.chooses_path_length else "NUTS trees",
+        best.ess_mean,
+    )
