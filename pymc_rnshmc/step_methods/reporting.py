@@ -24,7 +24,7 @@ SURROGATE_HMC_STATS: dict[str, tuple[Any, list | None]] = {
     "accept": (np.float64, []),
     "accepted": (np.float64, []),
     "diverging": (bool, []),
-    "divergences": (np.int64, []),
+    "divergences": (int, []),
     "energy": (np.float64, []),
     "energy_error": (np.float64, []),
     "n_steps": (np.int64, []),
@@ -55,6 +55,9 @@ result. ``accepted`` (1.0 where the draw moved, 0.0 where it stayed) has the typ
 ``Metropolis``, which PyMC assigns to a model's integer variables beside this step: PyMC's trace
 refuses two step methods whose stats share a name but not a type (its own ``HamiltonianMC``,
 whose ``accepted`` is a bool, cannot sample beside ``Metropolis`` in PyMC 5.28 or 6.4).
+Every other name shared with PyMC's ``NUTS`` has its type (``divergences`` an ``int``), so that
+the step samples beside the NUTS PyMC gives the variables it does not sample; ``DEMetropolisZ``
+and ``HamiltonianMC`` declare ``accepted`` a bool and cannot share a model with it.
 ``n_logp_evals`` and ``n_gradient_evals`` count exact evaluations of the model (a joint
 logp-and-gradient call counts in both). ``surrogate_error`` is how much the surrogate misjudged
 the potential change of the proposal, ``(U(q*) - U(q)) - (U~(q*) - U~(q))``: on every draw

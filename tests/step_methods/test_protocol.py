@@ -9,6 +9,7 @@ import pytensor
 import pytest
 from pymc.step_methods.compound import Competence
 
+from pymc_rnshmc.step_methods.reporting import SURROGATE_HMC_STATS
 from pymc_rnshmc.workloads import logistic_regression
 from tests.checks import posterior_draws, sample_stat
 from tests.models import independent_normal
@@ -271,6 +272,27 @@ def test_samples_beside_pymc_metropolis_on_an_integer_variable(sampler):
     assert moved.dtype == np.float64 and set(np.unique(moved)) <= {0.0, 1.0}
     counts = posterior_draws(idata, "count")
     assert counts.min() >= 0 and counts.max() <= 3 and len(np.unique(counts)) > 1
+
+
+def test_samples_beside_pymc_nuts_on_the_variables_it_was_not_given(sampler):
+    # ``RNSHMC(vars=[...])`` leaves the model's other continuous variables to PyMC's NUTS, whose
+    # stats share names with ours: ``divergences`` was an np.int64 here, an int there.
+    model = independent_normal(gradient=not sampler.black_box)
+    with model:
+        other = pm.Normal("other", 2.0, 0.5)
+        step = sampler.make(vars=[model["x"]])
+        idata = sample_one_chain(
+            [step, pm.NUTS([other])], draws=100, seed=13, tune=sampler.exploration + 50
+        )
+    assert [v.name for v in step.vars] == ["x"]
+    assert abs(posterior_draws(idata, "other").mean() - 2.0) < 0.25
+    assert sample_stat(idata, "phase").size > 0
+
+
+def test_stats_shared_with_pymc_nuts_and_metropolis_have_their_types():
+    for pymc_stats in (pm.NUTS.stats_dtypes_shapes, pm.Metropolis.stats_dtypes_shapes):
+        for name in set(pymc_stats) & set(SURROGATE_HMC_STATS):
+            assert SURROGATE_HMC_STATS[name][0] == pymc_stats[name][0], name
 
 
 def test_a_float32_model_pays_one_exact_logp_per_draw(sampler):
