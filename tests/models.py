@@ -93,6 +93,20 @@ def gamma_poisson() -> pm.Model:
 BANANA_SIGMA_Y = 2.0
 
 
+EIGHT_SCHOOLS_Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+EIGHT_SCHOOLS_SIGMA = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
+
+
+def centred_eight_schools() -> pm.Model:
+    """Eight schools, centred: a density without a mode (it grows as ``tau -> 0``)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfCauchy("tau", 5.0)
+        theta = pm.Normal("theta", mu, tau, shape=8)
+        pm.Normal("y", theta, EIGHT_SCHOOLS_SIGMA, observed=EIGHT_SCHOOLS_Y)
+    return model
+
+
 def banana_reference_moments(data: np.ndarray | None = None, n_grid: int = 1201):
     """Posterior means and sds of the banana (:func:`pymc_rnshmc.workloads.banana`) by
     quadrature on a fine grid."""

@@ -19,7 +19,12 @@ curvature from central differences of the gradient (``2 d`` evaluations a step),
 Hessian-free method would not give the whole matrix the metric needs. The result is kept only
 where it is a mode: the curvature is positive definite and the Newton step left there is short
 against the curvature's own scale. A posterior without a
-mode (where the search runs off for ever) fails that test. :func:`importance_check` then asks
+mode (where the search runs off for ever) fails that test, unless the search ran so far that the
+curvature became sharp enough to make any step look short: the density of a centred
+hierarchical model grows without bound as its scale goes to zero, and on the centred eight
+schools (PyMC 6.4) the search stopped at ``log tau = -23.6``, the group effects equal to the
+mean to ten digits, with standard deviations of 5e-11 there, and passed. Such a point is refused
+by its precision (``RESOLUTION``). :func:`importance_check` then asks
 whether the approximation describes the posterior around it: a mode can exist far from the
 posterior's mass (Neal's funnel has one at the bottom of its neck, ``v = -18`` for ``v ~ N(0,
 3)``), and there the approximation's own draws find potentials unlike those it predicts.
@@ -62,6 +67,14 @@ BACKTRACKS = 10
 MODE_TOLERANCE = 0.1
 """A point is taken for the mode if the Newton step left there is shorter than this, in the
 curvature's own metric (standard deviations of the approximation)."""
+RESOLUTION = 0.5
+"""A mode is refused if its approximation's smallest standard deviation is below
+``eps ** RESOLUTION * max(1, |mode|)`` in the model's precision (1.5e-8 relative in float64):
+a sharper peak is a singularity the search ran into, not a posterior. The least seen on a
+posterior with a mode: 5.6e-7 (posteriordb ``kilpisjarvi_mod``, a year-valued predictor), then
+4e-4 (``sblrc-blr``), over the economy's 22 posteriors, the eleven everyday models with a mode,
+the hierarchical (50 and 100 groups) and logistic (d = 80, 320) regressions; the centred eight
+schools' singularity: 2e-12."""
 IMPORTANCE_DRAWS = 20
 """Draws of the approximation that :func:`importance_check` evaluates (logp only)."""
 LOG_WEIGHT_SPREAD = 1.0
@@ -106,8 +119,9 @@ def laplace_start(
 ) -> LaplaceStart:
     """Search the mode from ``start``, then the inverse curvature there.
 
-    Returns ``start`` itself if the search finds nothing better; ``covariance`` is ``None``
-    when the curvature is not finite.
+    Returns ``start`` itself if the search finds nothing better, or if what it found is a
+    singularity it ran into (``RESOLUTION``, in float64); ``covariance`` is ``None`` when the
+    curvature is not finite.
     """
     counted = _Counted(log_density)
     dim = start.shape[0]
@@ -121,6 +135,8 @@ def laplace_start(
     if np.isfinite(result.fun) and -float(result.fun) > logp:
         mode, logp = np.asarray(result.x, dtype=float), -float(result.fun)
     covariance = _inverse_curvature(counted, mode, logp)
+    if covariance is not None and not _resolved(1.0 / linalg.eigvalsh(covariance)[0], mode):
+        return LaplaceStart(np.asarray(start, dtype=float), float(start_logp), None, counted.count)
     return LaplaceStart(mode, logp, covariance, counted.count)
 
 
@@ -168,8 +184,9 @@ def laplace_from_gradients(
     L-BFGS first, then up to ``NEWTON_STEPS`` Newton steps on the curvature from gradient
     differences, until the point is a mode: finite, with a positive definite curvature, and a
     Newton step shorter than ``MODE_TOLERANCE`` standard deviations. ``covariance`` is ``None``
-    if no mode was reached. ``potential_and_gradient(x)`` returns ``(U, grad U)``, ``U = inf``
-    where the model fails; ``dtype`` is the model's (its precision sets the difference step).
+    if no mode was reached, or if the one reached is a singularity (see ``RESOLUTION``).
+    ``potential_and_gradient(x)`` returns ``(U, grad U)``, ``U = inf`` where the model fails;
+    ``dtype`` is the model's (its precision sets the difference step and ``RESOLUTION``'s bound).
     ``logp`` is ``-U`` at the point found (``-inf`` if the search failed everywhere).
     """
     counted = _CountedGradient(potential_and_gradient)
@@ -191,8 +208,12 @@ def laplace_from_gradients(
         if curvature is None:
             break
         eigenvalues, eigenvectors = curvature
+        if not np.all(eigenvalues != 0.0):  # a flat direction: no Newton step
+            break
         whitened_gradient = (eigenvectors.T @ gradient) / np.sqrt(np.abs(eigenvalues))
         if eigenvalues[0] > 0.0 and np.linalg.norm(whitened_gradient) <= MODE_TOLERANCE:
+            if not _resolved(eigenvalues[-1], position, dtype):
+                break
             covariance = (eigenvectors / eigenvalues) @ eigenvectors.T
             return LaplaceStart(position, -potential, covariance, counted.count, counted.count)
         newton = eigenvectors @ (whitened_gradient / np.sqrt(np.abs(eigenvalues)))
@@ -201,6 +222,12 @@ def laplace_from_gradients(
             break
         position, potential, gradient = moved
     return LaplaceStart(position, -potential, None, counted.count, counted.count)
+
+
+def _resolved(largest_curvature: float, mode: np.ndarray, dtype=np.float64) -> bool:
+    """Whether the sharpest direction's standard deviation is at least ``RESOLUTION``'s bound."""
+    bound = np.finfo(dtype).eps ** RESOLUTION * max(1.0, float(np.max(np.abs(mode))))
+    return bool(largest_curvature * bound**2 <= 1.0)
 
 
 def _curvature(

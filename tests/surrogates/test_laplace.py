@@ -86,6 +86,48 @@ def test_from_gradients_a_posterior_without_a_mode_gives_no_covariance():
     assert laplace.covariance is None
 
 
+GROUP_DATA = np.array([2.0, -1.0, 0.5, 1.5, -0.5, 0.0, 1.0, -2.0])
+
+
+def centred_hierarchy(x):
+    """``U`` of a centred hierarchy: ``t_i ~ N(mu, e^s)``, ``y_i ~ N(t_i, 1)``, ``log p(s) ~ s``.
+
+    Its density grows without bound as ``s -> -inf`` with the ``t_i`` at ``mu``.
+    """
+    mu, s, t = x[0], x[1], x[2:]
+    spread, residual = t - mu, t - GROUP_DATA
+    precision = np.exp(-2.0 * s)
+    logp = (1 - t.size) * s - 0.5 * (spread @ spread) * precision - 0.5 * residual @ residual
+    logp -= 0.5 * mu**2 / 25.0
+    gradient = np.concatenate(
+        [
+            [spread.sum() * precision - mu / 25.0, 1 - t.size + (spread @ spread) * precision],
+            -spread * precision - residual,
+        ]
+    )
+    return -float(logp), -gradient
+
+
+def test_from_gradients_a_singularity_the_search_ran_into_gives_no_covariance():
+    # The search stops deep in the neck (s about -26), where the curvature is so sharp that
+    # the Newton step left looks short: standard deviations of 1e-12 there.
+    laplace = laplace_from_gradients(centred_hierarchy, np.zeros(GROUP_DATA.size + 2))
+    assert laplace.position[1] < -10.0
+    assert laplace.covariance is None
+
+
+def test_without_gradients_a_singularity_the_search_ran_into_is_no_start():
+    # Powell's search runs to s = -36, standard deviations of 1e-16: the chain stays put.
+    start = np.zeros(GROUP_DATA.size + 2)
+
+    def log_density(x):
+        return -centred_hierarchy(x)[0]
+
+    laplace = laplace_start(log_density, start, log_density(start))
+    np.testing.assert_array_equal(laplace.position, start)
+    assert laplace.covariance is None and laplace.logp == log_density(start)
+
+
 def test_from_gradients_a_saddle_gives_no_covariance():
     def saddle(x):
         return 0.5 * (x[0] ** 2 - x[1] ** 2), np.array([x[0], -x[1]])

@@ -161,7 +161,7 @@ def laplace_from_values(
     Raises
     ------
     numpy.linalg.LinAlgError
-        The curvature at the mode is not finite.
+        No usable curvature at the mode (not finite, or the search ran into a singularity).
     """
 
     def log_density(whitened: np.ndarray) -> float:
@@ -170,7 +170,7 @@ def laplace_from_values(
     origin = np.zeros(start.size)
     laplace = laplace_start(log_density, origin, log_density(origin))
     if laplace.covariance is None:
-        raise np.linalg.LinAlgError("the curvature at the mode is not finite")
+        raise np.linalg.LinAlgError("no usable curvature at the mode (not finite, or no mode)")
     covariance = factor @ laplace.covariance @ factor.T
     return start + factor @ laplace.position, covariance, laplace.n_evaluations + 1
 
