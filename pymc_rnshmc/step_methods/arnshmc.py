@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pymc.step_methods.state import dataclass_state
 
-from pymc_rnshmc._checks import check_positive_number
+from pymc_rnshmc._checks import check_flag, check_positive_number
 from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.transition import DrawResult
 from pymc_rnshmc.step_methods.blas import single_blas_thread
@@ -183,16 +183,17 @@ class ARNSHMC(SurrogateHMC):
                 " potentials, gradients)` method), such as RandomNetworkSurrogate; got "
                 f"{surrogate!r}. Use RNSHMC for a surrogate that is fitted once."
             )
-        self.tuning_gradients = bool(tuning_gradients)
+        self.tuning_gradients = check_flag("tuning_gradients", tuning_gradients)
         self.refresh_scale = refresh_scale
         self.refresh_exponent = float(refresh_exponent)
-        self.freeze_after_tuning = bool(freeze_after_tuning)
+        self.freeze_after_tuning = check_flag("freeze_after_tuning", freeze_after_tuning)
         super().__init__(
             vars,
             surrogate=surrogate,
             schedule=ARNSHMC_SCHEDULE,
             start_error=start_error,
-            refit_during_tuning=refit_during_tuning and self.tuning_gradients,
+            refit_during_tuning=check_flag("refit_during_tuning", refit_during_tuning)
+            and self.tuning_gradients,
             weigh_costs=weigh_costs,
             tune_on_surrogate=False,  # the online estimator learns from every exact test
             time_limit=time_limit,

@@ -61,6 +61,11 @@ def check_reject_errors(value) -> tuple[type[Exception], ...]:
     """``reject_errors`` as a tuple of exception types, or a clear error."""
     if value is None:
         return ()
+    if isinstance(value, str):
+        raise TypeError(
+            f"reject_errors must list exception types, not their names: got {value!r}; pass "
+            "the classes themselves, e.g. reject_errors=(ValueError, RuntimeError)."
+        )
     types = (value,) if isinstance(value, type) else tuple(value)
     for kind in types:
         if not (isinstance(kind, type) and issubclass(kind, Exception)):

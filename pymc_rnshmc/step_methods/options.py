@@ -149,7 +149,7 @@ def check_options(
         max_steps=check_positive_integer("max_steps", max_steps),
         start_error=check_positive_number("start_error", start_error, allow_none=True),
         time_limit=check_positive_number("time_limit", time_limit, allow_none=True),
-        refit_during_tuning=bool(refit_during_tuning),
+        refit_during_tuning=check_flag("refit_during_tuning", refit_during_tuning),
         weigh_costs=check_flag("weigh_costs", weigh_costs),
         tune_on_surrogate=check_flag("tune_on_surrogate", tune_on_surrogate),
         explore_from_mode=check_flag("explore_from_mode", explore_from_mode),

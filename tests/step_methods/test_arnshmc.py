@@ -199,6 +199,9 @@ def test_pickles_with_its_learner_and_keeps_learning_after_unpickling():
         ("refresh_exponent", 1.5, "refresh_exponent"),
         ("refresh_scale", 0.0, "refresh_scale"),
         ("refresh_scale", np.inf, "refresh_scale"),
+        ("freeze_after_tuning", "no", "freeze_after_tuning"),
+        ("tuning_gradients", "no", "tuning_gradients"),
+        ("refit_during_tuning", "no", "refit_during_tuning"),
     ],
 )
 def test_invalid_schedule_is_rejected(option, value, message):

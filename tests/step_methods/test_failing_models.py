@@ -217,6 +217,11 @@ def test_reject_errors_must_be_exception_types(setting):
         RNSHMC(reject_errors=setting)
 
 
+def test_reject_errors_named_by_a_string_says_to_pass_the_class():
+    with failing_normal(LIMIT), pytest.raises(TypeError, match="not their names.*'ValueError'"):
+        RNSHMC(reject_errors="ValueError")
+
+
 # --------------------------------------------------------------------------- Ctrl-C
 
 

@@ -191,6 +191,8 @@ INVALID_SETTINGS = [
     ("tune_on_surrogate", "no"),
     ("explore_from_mode", "yes"),
     ("explore_from_mode", None),
+    ("refit_during_tuning", "no"),
+    ("refit_during_tuning", 0),
 ]
 
 
