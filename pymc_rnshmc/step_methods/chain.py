@@ -423,8 +423,9 @@ class SurrogateChain(WithSamplingState):
         """Set a net draw's ``surrogate_error`` from the wall it crossed, and act on a high one.
 
         While tuning, a wall of ``WALL_NATS`` or more brings a refit that includes the draw's
-        point, if the schedule learns and tuning has room for one; after tuning, the first such
-        wall of the chain is told (:mod:`~pymc_rnshmc.step_methods.wall_watch`).
+        point, or exact NUTS for good where the surrogate cannot learn it
+        (:meth:`~pymc_rnshmc.step_methods.warmup.SurrogateWarmup.wall_crossed`); after tuning,
+        the first such wall of the chain is told (:mod:`~pymc_rnshmc.step_methods.wall_watch`).
         """
         wall = wall_between(self.warmup.surrogate, start, end, stats["model_logp"])
         if np.isnan(wall):
@@ -432,7 +433,10 @@ class SurrogateChain(WithSamplingState):
         stats["surrogate_error"] = -wall
         if self.tune:
             if wall >= WALL_NATS:
-                self.warmup.refit_behind_wall()
+                self.warmup.wall_crossed(wall)
+                if self.phase == Phase.EXACT:
+                    left = self.warmup.tuning_draws_left(self.iter_count)
+                    self.explorer.resume(left, np.asarray(self.log.draws))
             return
         message = self.wall_watch.record(wall, self.exact_model.failures.layout.describe(end))
         if message is not None:

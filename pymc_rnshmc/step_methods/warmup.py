@@ -12,7 +12,7 @@ exploring and sampling:
   :class:`~pymc_rnshmc.step_methods.learning_plan.LearningPlan`);
 - **resume**: exact exploration again when the surrogate's exact acceptance collapses
   (:meth:`~SurrogateWarmup.watch_for_collapse`), and a refit when a safety-net draw crossed a
-  wall (:meth:`~SurrogateWarmup.refit_behind_wall`);
+  wall; exact NUTS for good where no refit removes the wall (:meth:`~SurrogateWarmup.wall_crossed`);
 - **tune on the surrogate alone**: once learning has ended, tuning draws move on the surrogate
   with no exact evaluation (:meth:`~SurrogateWarmup.moves_alone`; its stretch and the check
   that ends it are an :class:`~pymc_rnshmc.step_methods.tuning_alone.AloneTuning`);
@@ -56,10 +56,11 @@ from pymc_rnshmc.step_methods.fit_setup import (
     weighed_error,
 )
 from pymc_rnshmc.step_methods.kernel_fit import fit_surrogate, new_kernel
-from pymc_rnshmc.step_methods.learning_plan import LearningPlan
+from pymc_rnshmc.step_methods.learning_plan import WALL_REFITS, LearningPlan
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.start_rule import StartRule
 from pymc_rnshmc.step_methods.tuning_alone import AloneTuning
+from pymc_rnshmc.step_methods.wall_watch import WALL_NATS
 from pymc_rnshmc.surrogates.base import Capabilities, held_out_error
 from pymc_rnshmc.surrogates.training import TrainingBuffer
 
@@ -186,6 +187,8 @@ class SurrogateWarmup:
         self.collapse = CollapseWatch()
         self.setup_seconds = 0.0
         self.alone = AloneTuning(settings.tunes_on_surrogate, settings.name)
+        self.standing_wall = -np.inf
+        """The highest wall a safety-net draw crossed since the last fit (nats; tuning only)."""
 
     def _new_record(self) -> TrainingBuffer:
         return TrainingBuffer(self.settings.dim, with_gradients=not self.settings.values_only)
@@ -455,6 +458,7 @@ class SurrogateWarmup:
         self.fitted_rows = (len(self.record) - positions.shape[0], len(self.record))
         self.choice = choice
         self.explored_region = ExploredRegion.around(positions)
+        self.standing_wall = -np.inf
         # Dual averaging explores around ten times its initial step; start it at a tenth so it
         # centres on the simulated step size, unless no tuning is left to adapt.
         initial = best.step_size if end_of_tuning else 0.1 * best.step_size
@@ -586,13 +590,38 @@ class SurrogateWarmup:
         )
         return "resume"
 
-    def refit_behind_wall(self) -> None:
-        """Refit at the next draw: the record holds a net draw that crossed a wall.
+    def wall_crossed(self, wall: float) -> None:
+        """A safety-net draw crossed a wall of ``wall`` nats (``WALL_NATS`` or more) while tuning.
 
-        Within the plan's bounds (:meth:`LearningPlan.refit_behind_wall`); :meth:`fit_if_due`
-        drops it when too little tuning is left.
+        A refit that includes its point comes at the next draw, within the plan's bounds
+        (:meth:`LearningPlan.refit_behind_wall`; :meth:`fit_if_due` drops it when too little
+        tuning is left). A wall met once those refits are spent is one the surrogate cannot
+        learn, and so is one no fit followed before tuning ends (:meth:`stop_learning`): its
+        kept draws would reach the region behind it about ``exp(-wall)`` times as often as they
+        should (:mod:`~pymc_rnshmc.step_methods.wall_watch`), so the chain continues with exact
+        NUTS for good.
         """
+        spent = self.plan.wall_refits >= WALL_REFITS
+        self.standing_wall = max(self.standing_wall, wall)
+        if spent:
+            self._give_up_behind_wall("its refits for walls were spent")
+            return
         self.plan.refit_behind_wall(len(self.record), self.fitted_rows[1])
+
+    def _give_up_behind_wall(self, why: str) -> None:
+        """Exact draws for good: a wall stands that the surrogate did not learn (one log line)."""
+        self.phase = Phase.EXACT
+        self.plan.stop()
+        _log.info(
+            "%s continues with %s: a safety-net draw crossed a wall of %.0f nats, where the "
+            "surrogate's trajectories would go about exp(-%.0f) times as often as they should, "
+            "and %s.",
+            self.settings.name,
+            self.settings.exact_sampler,
+            self.standing_wall,
+            self.standing_wall,
+            why,
+        )
 
     @property
     def verdict_due(self) -> bool:
@@ -647,8 +676,11 @@ class SurrogateWarmup:
     def stop_learning(self) -> None:
         """End of tuning in the surrogate phase: no more refits, and the record can go.
 
-        The points the surrogate was not fitted to are kept for ``plot_surrogate``.
+        The points the surrogate was not fitted to are kept for ``plot_surrogate``. A wall no
+        fit followed leaves the kept draws to exact NUTS (:meth:`wall_crossed`).
         """
+        if self.standing_wall >= WALL_NATS:
+            self._give_up_behind_wall("no refit followed before tuning ended")
         self.plan.stop()
         self.held_out = self.held_out_points()
         self.record = self._new_record()

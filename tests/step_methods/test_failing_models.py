@@ -218,7 +218,7 @@ def test_reject_errors_must_be_exception_types(setting):
 
 
 def test_reject_errors_named_by_a_string_says_to_pass_the_class():
-    with failing_normal(LIMIT), pytest.raises(TypeError, match="not their names.*'ValueError'"):
+    with failing_normal(LIMIT), pytest.raises(TypeError, match=r"not their names.*'ValueError'"):
         RNSHMC(reject_errors="ValueError")
 
 

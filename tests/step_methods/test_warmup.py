@@ -18,8 +18,10 @@ from pymc_rnshmc.hmc.kernel import kernel_step
 from pymc_rnshmc.hmc.transition import CachedPoint
 from pymc_rnshmc.step_methods.dynamics import get_dynamics
 from pymc_rnshmc.step_methods.economy import Verdict
+from pymc_rnshmc.step_methods.learning_plan import WALL_REFITS
 from pymc_rnshmc.step_methods.schedule import RNSHMC_SCHEDULE, Phase
 from pymc_rnshmc.step_methods.tuning_alone import ALONE_CHECK_EVERY, FINAL_EXACT_DRAWS
+from pymc_rnshmc.step_methods.wall_watch import WALL_NATS
 from pymc_rnshmc.step_methods.warmup import (
     COLLAPSE_WINDOW,
     SurrogateWarmup,
@@ -280,3 +282,31 @@ def test_a_first_refit_comes_at_the_last_draw_in_time_or_learning_stops():
     assert short.plan.learning
     short.fit_if_due(last - 19, rng, host)
     assert not short.plan.learning and host.installed == 0
+
+
+def test_a_wall_brings_a_refit_and_a_fit_clears_it():
+    warmup = fitted_warmup()
+    explore(warmup, 20, np.random.default_rng(8))  # the record grew past the last fit's
+    warmup.wall_crossed(WALL_NATS + 5.0)
+    assert warmup.phase == Phase.SURROGATE and warmup.plan.for_wall
+    warmup.refit(100, np.random.default_rng(9), Host())
+    assert warmup.standing_wall == -np.inf
+    warmup.stop_learning()
+    assert warmup.phase == Phase.SURROGATE  # no wall stands: the kept draws use the surrogate
+
+
+def test_a_wall_no_fit_followed_leaves_the_kept_draws_to_exact_nuts(caplog):
+    warmup = fitted_warmup()
+    warmup.wall_crossed(WALL_NATS + 5.0)  # the record has not grown: no refit yet
+    assert warmup.phase == Phase.SURROGATE
+    with caplog.at_level("INFO", logger="pymc.rnshmc"):
+        warmup.stop_learning()
+    assert warmup.phase == Phase.EXACT
+    assert "wall of 15 nats" in caplog.text and "no refit followed" in caplog.text
+
+
+def test_a_wall_met_once_its_refits_are_spent_hands_the_chain_to_exact_nuts():
+    warmup = fitted_warmup()
+    warmup.plan.wall_refits = WALL_REFITS
+    warmup.wall_crossed(WALL_NATS)
+    assert warmup.phase == Phase.EXACT and not warmup.plan.learning
