@@ -92,6 +92,30 @@ def test_velocity_follows_every_change_of_the_metric():
     np.testing.assert_allclose(metric.velocity(momentum), 2.0 * COVARIANCE @ momentum)
 
 
+def test_m_inverse_is_formed_only_for_a_metric_expected_to_serve_long_enough():
+    # forming costs about d^3, a call d^2: a metric changing at every draw of a wide model
+    # (each serving fewer than d / 2 calls) is applied by its two factors instead
+    dim, rng = 40, np.random.default_rng(5)
+    metric = WhitenedDiagAdapt(
+        dim, np.zeros(dim), np.ones(dim), 10, adaptation_window=5, discard_window=0
+    )
+    metric.set_rng(np.random.default_rng(3))
+    metric.use_laplace(np.zeros(dim), np.eye(dim) + 0.5)
+    momentum = rng.normal(size=dim)
+    for draw in rng.normal(size=(30, dim)):
+        metric.update(draw, np.zeros(dim), tune=True)
+        for _ in range(3):  # fewer than d / 2 leapfrog steps a draw
+            np.testing.assert_allclose(
+                metric.velocity(momentum), metric.covariance() @ momentum, rtol=1e-10
+            )
+    assert metric._inverse_mass is None
+    for _ in range(dim):  # a draw of many steps: the next metric is formed
+        metric.velocity(momentum)
+    metric.update(rng.normal(size=dim), np.zeros(dim), tune=True)
+    np.testing.assert_allclose(metric.velocity(momentum), metric.covariance() @ momentum)
+    assert metric._inverse_mass is not None
+
+
 def test_single_precision_pickling_and_sampling_state():
     metric = potential("float32")
     assert metric.random().dtype == np.float32
