@@ -72,7 +72,7 @@ RESOLUTION = 0.5
 ``eps ** RESOLUTION * max(1, |mode|)`` in the model's precision (1.5e-8 relative in float64):
 a sharper peak is a singularity the search ran into, not a posterior. The least seen on a
 posterior with a mode: 5.6e-7 (posteriordb ``kilpisjarvi_mod``, a year-valued predictor), then
-4e-4 (``sblrc-blr``), over the economy's 22 posteriors, the eleven everyday models with a mode,
+4e-4 (``sblrc-blr``), over the economy's 20 posteriors, the ten everyday models with a mode,
 the hierarchical (50 and 100 groups) and logistic (d = 80, 320) regressions; the centred eight
 schools' singularity: 2e-12."""
 IMPORTANCE_DRAWS = 20
