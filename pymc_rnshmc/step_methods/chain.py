@@ -433,8 +433,9 @@ class SurrogateChain(WithSamplingState):
         stats["surrogate_error"] = -wall
         if self.tune:
             if wall >= WALL_NATS:
+                before = self.phase
                 self.warmup.wall_crossed(wall)
-                if self.phase == Phase.EXACT:
+                if before != Phase.EXACT and self.phase == Phase.EXACT:
                     left = self.warmup.tuning_draws_left(self.iter_count)
                     self.explorer.resume(left, np.asarray(self.log.draws))
             return
@@ -548,7 +549,10 @@ class SurrogateChain(WithSamplingState):
 
     # ----------------------------------------------------------------- end of tuning
     def stop_tuning(self, rng, hooks: ChainHooks) -> None:
-        """Fit if the chain is still exploring, stop learning, and freeze the kernel."""
+        """Fit if the chain is still exploring, stop learning, and freeze the kernel.
+
+        Tuning may end in exact NUTS for good: a poor fit at its end, or a wall that stands.
+        """
         warmup = self.warmup
         if warmup.phase == Phase.EXPLORATION:
             try:
@@ -559,7 +563,8 @@ class SurrogateChain(WithSamplingState):
                 raise
         elif warmup.phase == Phase.SURROGATE:
             warmup.stop_learning()
-            self._warn_if_capped()
+            if warmup.phase == Phase.SURROGATE:
+                self._warn_if_capped()
         self.explorer.stop_tuning()
         self.tune = False
         warmup.freeze()  # the kept draws share one kernel

@@ -31,6 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
+from pymc_rnshmc._checks import check_flag
 from pymc_rnshmc.hmc.corrections import Correction, DelayedAcceptance, ExactMetropolis
 from pymc_rnshmc.hmc.generalized_leapfrog import SolverSettings
 from pymc_rnshmc.hmc.proposals import LeapfrogProposal, NutsProposal, Proposal
@@ -257,7 +258,7 @@ class RiemannianDynamics:
         self.metric = metric
         self.softabs_alpha = softabs_alpha
         self.settings = SolverSettings(float(tolerance), int(max_iterations))
-        self.check_reversibility = bool(check_reversibility)
+        self.check_reversibility = check_flag("check_reversibility", check_reversibility)
 
     def check(self, surrogate, sampler: str) -> None:
         """Refuse surrogates without closed-form curvature (only the additive network has it)."""

@@ -74,6 +74,11 @@ class LearningPlan:
         self.wall_refits = 0
 
     @property
+    def wall_refits_spent(self) -> bool:
+        """Whether no more refits can come for a wall (none while tuning, or ``WALL_REFITS``)."""
+        return not self.learns or self.wall_refits >= WALL_REFITS
+
+    @property
     def learning(self) -> bool:
         """Whether a refit is planned (tuning proposals' exact gradients are then recorded)."""
         return self.next_refit is not None
@@ -186,6 +191,7 @@ class LearningPlan:
         """No more refits of this surrogate; the next fit (after exploring again) is a first."""
         self.stop()
         self.fits, self.fit_error = 0, np.nan
+        self.wall_refits = 0
 
     def stop(self) -> None:
         """No more refits (learning has ended), a wall's included."""

@@ -202,7 +202,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         return (self._factor * self._var) @ self._factor.T
 
     def velocity(self, x, out=None):
-        """``M^-1 p``: one product with ``M^-1``, formed once per change of the metric ...
+        """``M^-1 p``: one product with ``M^-1`` where forming it pays, else two with its factors.
 
         It is called at every leapfrog step, so its Python overhead counts on cheap models:
         2.4 microseconds a call with the two triangular products, 0.5 with ``M^-1`` formed
@@ -211,12 +211,15 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         after 89 and 284 calls), and PyMC's adaptation changes the metric at every tuning draw
         after its first window. At d = 1507 (a hierarchical model whose exact NUTS took a metric
         from its draws) forming it at every tuning draw made them 184 ms each. So ``M^-1`` is
-        formed only for a metric whose predecessor served at least ``d / 2`` calls (forming
-        would have paid for it); otherwise the two products serve.
+        formed for a metric whose predecessor served at least ``d / 2`` calls (forming would
+        have paid for it), or once the metric itself has served that many (a fixed metric after
+        tuning); until then the two products serve.
         """
         if self._factor is None:
             return super().velocity(x, out=out)
         self._served += 1
+        if not self._forms and self._served >= 0.5 * len(self._var):
+            self._forms = True
         if not self._forms:
             result = self._factor @ (self._var * (self._factor.T @ x))
         else:

@@ -38,6 +38,7 @@ from pymc.model import modelcontext
 from pymc.step_methods.arraystep import PopulationArrayStepShared
 from pymc.util import get_random_generator
 
+from pymc_rnshmc._checks import check_flag
 from pymc_rnshmc.exceptions import ModelEvaluationError
 from pymc_rnshmc.hmc.corrections import Evaluation
 from pymc_rnshmc.step_methods.chain import BegunDraw, SurrogateChain
@@ -153,7 +154,7 @@ class PooledSurrogate(PopulationArrayStepShared):
         _check_poolable(sampler, model)
         self.sampler = sampler
         self.evaluator = InProcessEvaluator() if evaluator is None else evaluator
-        self.share_exploration = bool(share_exploration)
+        self.share_exploration = check_flag("share_exploration", share_exploration)
         self.stats_dtypes_shapes = sampler.stats_dtypes_shapes
         self.stats_dtypes = sampler.stats_dtypes
         self._pool = _Pool()

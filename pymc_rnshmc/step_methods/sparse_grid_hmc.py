@@ -7,7 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from pymc_rnshmc._checks import check_positive_integer, check_positive_number, check_probability
+from pymc_rnshmc._checks import (
+    check_flag,
+    check_positive_integer,
+    check_positive_number,
+    check_probability,
+)
 from pymc_rnshmc.exceptions import SurrogateWarning
 from pymc_rnshmc.hmc.corrections import ApproximateMetropolis, Correction
 from pymc_rnshmc.hmc.transition import DrawResult
@@ -188,10 +193,10 @@ class SparseGridHMC(SurrogateHMC):
             )
         self.grid = grid
         self.domain = domain
-        self.quadratic_base = bool(quadratic_base)
-        self.refine = bool(refine)
+        self.quadratic_base = check_flag("quadratic_base", quadratic_base)
+        self.refine = check_flag("refine", refine)
         self.max_points = max_points
-        self.exact_acceptance = bool(exact_acceptance)
+        self.exact_acceptance = check_flag("exact_acceptance", exact_acceptance)
         kwargs.setdefault("surrogate_target_accept", 0.8 if grid == "full" else 0.9)
         if not self.exact_acceptance:
             _refuse_safety_net(kwargs.get("safety_net"))

@@ -56,7 +56,7 @@ from pymc_rnshmc.step_methods.fit_setup import (
     weighed_error,
 )
 from pymc_rnshmc.step_methods.kernel_fit import fit_surrogate, new_kernel
-from pymc_rnshmc.step_methods.learning_plan import WALL_REFITS, LearningPlan
+from pymc_rnshmc.step_methods.learning_plan import LearningPlan
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.start_rule import StartRule
 from pymc_rnshmc.step_methods.tuning_alone import AloneTuning
@@ -507,9 +507,13 @@ class SurrogateWarmup:
         return self.kernel._replace(step_size=self.bounded_step_size(True))
 
     def replace_surrogate(self, surrogate) -> None:
-        """Drive the kernel by another surrogate (ARNSHMC's refreshes), all else unchanged."""
+        """Drive the kernel by another surrogate (ARNSHMC's refreshes), all else unchanged.
+
+        A refresh learned from every exact evaluation so far, a wall's too: no wall stands.
+        """
         self.surrogate = surrogate
         self.kernel = self.kernel._replace(surrogate=surrogate)
+        self.standing_wall = -np.inf
 
     def learn_from_exact(self, draw, record: bool) -> None:
         """Learn what an exact draw found: a Laplace approximation, and its evaluations.
@@ -595,16 +599,20 @@ class SurrogateWarmup:
 
         A refit that includes its point comes at the next draw, within the plan's bounds
         (:meth:`LearningPlan.refit_behind_wall`; :meth:`fit_if_due` drops it when too little
-        tuning is left). A wall met once those refits are spent is one the surrogate cannot
-        learn, and so is one no fit followed before tuning ends (:meth:`stop_learning`): its
-        kept draws would reach the region behind it about ``exp(-wall)`` times as often as they
+        tuning is left). A wall met where no such refit can come (a warm-up that does not refit
+        while tuning, or whose refits for walls are spent) is one the surrogate cannot learn,
+        and so is one no fit followed before tuning ends (:meth:`stop_learning`): its kept
+        draws would reach the region behind it about ``exp(-wall)`` times as often as they
         should (:mod:`~pymc_rnshmc.step_methods.wall_watch`), so the chain continues with exact
-        NUTS for good.
+        NUTS for good. Only in the surrogate phase: pooled chains may report a wall after
+        another chain's verdict or collapse changed it.
         """
-        spent = self.plan.wall_refits >= WALL_REFITS
+        if self.phase != Phase.SURROGATE:
+            return
         self.standing_wall = max(self.standing_wall, wall)
-        if spent:
-            self._give_up_behind_wall("its refits for walls were spent")
+        if self.plan.wall_refits_spent:
+            why = "its refits for walls were spent" if self.plan.learns else "it does not refit"
+            self._give_up_behind_wall(why)
             return
         self.plan.refit_behind_wall(len(self.record), self.fitted_rows[1])
 

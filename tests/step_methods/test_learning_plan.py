@@ -123,14 +123,15 @@ def test_walls_bring_a_refit_at_once_a_few_times_and_only_after_the_record_grew(
             learning.after_fit(grown, 0.2, tuning_draws_left=800, end_of_tuning=False)
             assert not learning.for_wall  # the refit met it
             refits += 1
-    assert refits == WALL_REFITS
-    learning.wall_refits = 0
+    assert refits == WALL_REFITS and learning.wall_refits_spent
+    learning.restart()  # a new surrogate after a collapse gets its own refits for walls
+    assert not learning.wall_refits_spent
     learning.refit_behind_wall(grown, fitted)
     assert not learning.refit_due(grown, ADAPTATION - 1, 1500, chains=1)  # too late for it
     assert not learning.learning and not learning.for_wall  # so nothing waits for it
     never = plan(learns=False)
     never.refit_behind_wall(grown, fitted)
-    assert not never.learning
+    assert not never.learning and never.wall_refits_spent
 
 
 def test_fits_are_counted_and_the_fit_after_a_restart_is_a_first_again():

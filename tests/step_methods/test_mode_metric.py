@@ -109,7 +109,11 @@ def test_m_inverse_is_formed_only_for_a_metric_expected_to_serve_long_enough():
                 metric.velocity(momentum), metric.covariance() @ momentum, rtol=1e-10
             )
     assert metric._inverse_mass is None
-    for _ in range(dim):  # a draw of many steps: the next metric is formed
+    for _ in range(dim // 2 - 3):  # a metric that lasts (after tuning) is formed once it served
+        metric.velocity(momentum)  # d / 2 calls
+    assert metric._inverse_mass is not None
+    metric.update(rng.normal(size=dim), np.zeros(dim), tune=True)
+    for _ in range(dim):  # a draw of many steps: the next metric is formed at once
         metric.velocity(momentum)
     metric.update(rng.normal(size=dim), np.zeros(dim), tune=True)
     np.testing.assert_allclose(metric.velocity(momentum), metric.covariance() @ momentum)

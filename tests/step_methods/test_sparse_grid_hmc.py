@@ -176,6 +176,9 @@ def test_a_grid_beyond_max_error_is_refused_and_exact_nuts_samples():
         ({"grid": "full", "level": 3}, ValueError, "level and refine are for grid='sparse'"),
         ({"refine": True, "level": 3}, ValueError, "do not pass `level`"),
         ({"cells_per_dimension": 10}, ValueError, "cells_per_dimension is for grid='full'"),
+        ({"quadratic_base": "no"}, ValueError, "quadratic_base must be True or False"),
+        ({"refine": "yes"}, ValueError, "refine must be True or False"),
+        ({"exact_acceptance": 0}, ValueError, "exact_acceptance must be True or False"),
     ],
 )
 def test_invalid_settings_are_rejected(options, error, message):

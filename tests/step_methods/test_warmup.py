@@ -310,3 +310,19 @@ def test_a_wall_met_once_its_refits_are_spent_hands_the_chain_to_exact_nuts():
     warmup.plan.wall_refits = WALL_REFITS
     warmup.wall_crossed(WALL_NATS)
     assert warmup.phase == Phase.EXACT and not warmup.plan.learning
+
+
+def test_a_warmup_that_does_not_refit_hands_its_first_wall_to_exact_nuts_at_once():
+    warmup = fitted_warmup(learns=False)
+    warmup.wall_crossed(WALL_NATS)
+    assert warmup.phase == Phase.EXACT
+
+
+def test_a_wall_told_outside_the_surrogate_phase_changes_nothing():
+    # pooled chains: another chain's verdict may have handed the warm-up to exact NUTS
+    warmup = fitted_warmup()
+    explore(warmup, 20, np.random.default_rng(8))  # a wall's refit could come
+    warmup.phase, warmup.plan.next_refit = Phase.EXACT, None
+    warmup.wall_crossed(WALL_NATS + 5.0)
+    assert warmup.phase == Phase.EXACT and not warmup.plan.learning
+    assert warmup.standing_wall == -np.inf
