@@ -241,7 +241,8 @@ def test_rnshmc_matches_the_posteriordb_reference(case):
     data, reference = load_posterior(case.name, POSTERIORDB)
     idata = sample_with_step(case.build_model(data), case)
 
-    surrogate_draws(idata)
+    # a chain whose surrogate could not learn a wall it met continues with exact NUTS
+    surrogate_draws(idata, exact_chains_allowed=True)
     assert len(reference["names"]) == len(reference["mean"]) == len(reference["sd"])
     for index, name in enumerate(reference["names"]):
         sd = reference["sd"][index]
