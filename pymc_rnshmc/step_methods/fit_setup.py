@@ -18,12 +18,25 @@ import numpy as np
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.step_methods.dynamics import DynamicsSetting
 from pymc_rnshmc.step_methods.economy import Economy
-from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics
+from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate
 from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
 
-__all__ = ["choose_dynamics", "log_fit", "setup_deadline", "weighed_error"]
+__all__ = ["choose_dynamics", "fit_window", "log_fit", "setup_deadline", "weighed_error"]
 
 _log = logging.getLogger("pymc.rnshmc")
+
+
+def fit_window(host, window: tuple, laplace, rng: np.random.Generator) -> tuple:
+    """``(surrogate, gradients)``: a new surrogate of ``host``'s fitted to the training ``window``.
+
+    ``window``: positions, potentials and gradients (``None`` without); ``laplace``: the mode
+    search's approximation, if any, as a base
+    (:func:`~pymc_rnshmc.step_methods.kernel_fit.fit_surrogate`).
+    """
+    positions, potentials, gradients = window
+    return fit_surrogate(
+        host.new_surrogate(), positions, potentials, gradients, laplace, rng.spawn(1)[0]
+    )
 
 
 def weighed_error(surrogate, values_only: bool) -> float:

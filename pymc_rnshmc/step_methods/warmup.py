@@ -51,11 +51,12 @@ from pymc_rnshmc.step_methods.dynamics import Dynamics
 from pymc_rnshmc.step_methods.economy import Economy, Verdict, unchecked_fit_too_poor
 from pymc_rnshmc.step_methods.fit_setup import (
     choose_dynamics,
+    fit_window,
     log_fit,
     setup_deadline,
     weighed_error,
 )
-from pymc_rnshmc.step_methods.kernel_fit import fit_surrogate, new_kernel
+from pymc_rnshmc.step_methods.kernel_fit import new_kernel
 from pymc_rnshmc.step_methods.learning_plan import LearningPlan
 from pymc_rnshmc.step_methods.schedule import ASSUMED_TUNE, ExplorationSchedule, Phase
 from pymc_rnshmc.step_methods.start_rule import StartRule
@@ -276,13 +277,8 @@ class SurrogateWarmup:
             )
             return
         try:
-            surrogate, gradients = fit_surrogate(
-                host.new_surrogate(),
-                positions,
-                potentials,
-                gradients,
-                self.laplace,
-                rng.spawn(1)[0],
+            surrogate, gradients = fit_window(
+                host, (positions, potentials, gradients), self.laplace, rng
             )
         except FIT_ERRORS as err:
             self._postpone_or_fall_back(
@@ -337,13 +333,8 @@ class SurrogateWarmup:
         positions, potentials, gradients = self.training_window()
         try:
             with single_blas_thread():
-                surrogate, gradients = fit_surrogate(
-                    host.new_surrogate(),
-                    positions,
-                    potentials,
-                    gradients,
-                    self.laplace,
-                    rng.spawn(1)[0],
+                surrogate, gradients = fit_window(
+                    host, (positions, potentials, gradients), self.laplace, rng
                 )
                 error = weighed_error(surrogate, self.settings.values_only)
                 choice = self._dynamics(
