@@ -350,6 +350,12 @@ class SurrogateChain(WithSamplingState):
             if not warmup.judge_sampling(draws, new_metric).surrogate_pays:
                 self.explorer.resume(left, draws)
 
+    def _resume_explorer(self) -> None:
+        """Exact draws resume while tuning (a collapse, a wall): told the chain's draws so far."""
+        self.explorer.resume(
+            self.warmup.tuning_draws_left(self.iter_count), np.asarray(self.log.draws)
+        )
+
     def _choose_logp_function(self) -> None:
         """At the first fit, choose the function that evaluates ``logp`` alone.
 
@@ -433,11 +439,8 @@ class SurrogateChain(WithSamplingState):
         stats["surrogate_error"] = -wall
         if self.tune:
             if wall >= WALL_NATS:
-                before = self.phase
-                self.warmup.wall_crossed(wall)
-                if before != Phase.EXACT and self.phase == Phase.EXACT:
-                    left = self.warmup.tuning_draws_left(self.iter_count)
-                    self.explorer.resume(left, np.asarray(self.log.draws))
+                if self.warmup.wall_crossed(wall):
+                    self._resume_explorer()
             return
         message = self.wall_watch.record(wall, self.exact_model.failures.layout.describe(end))
         if message is not None:
@@ -497,9 +500,7 @@ class SurrogateChain(WithSamplingState):
         if self.tune:
             warmup.adapt(adaptation_accept(warmup.surrogate, result))
             if not begun.on_surrogate and warmup.watch_for_collapse(result.accept, self.iter_count):
-                self.explorer.resume(
-                    warmup.tuning_draws_left(self.iter_count), np.asarray(self.log.draws)
-                )
+                self._resume_explorer()
         self.cache = result.end
         if not result.end.on_surrogate:
             self.anchor = result.end

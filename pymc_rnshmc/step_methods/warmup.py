@@ -585,7 +585,7 @@ class SurrogateWarmup:
         )
         return "resume"
 
-    def wall_crossed(self, wall: float) -> None:
+    def wall_crossed(self, wall: float) -> bool:
         """A safety-net draw crossed a wall of ``wall`` nats (``WALL_NATS`` or more) while tuning.
 
         A refit that includes its point comes at the next draw, within the plan's bounds
@@ -596,16 +596,17 @@ class SurrogateWarmup:
         draws would reach the region behind it about ``exp(-wall)`` times as often as they
         should (:mod:`~pymc_rnshmc.step_methods.wall_watch`), so the chain continues with exact
         NUTS for good. Only in the surrogate phase: pooled chains may report a wall after
-        another chain's verdict or collapse changed it.
+        another chain's verdict or collapse changed it. Returns whether exact NUTS takes over now.
         """
         if self.phase != Phase.SURROGATE:
-            return
+            return False
         self.standing_wall = max(self.standing_wall, wall)
         if self.plan.wall_refits_spent:
             why = "its refits for walls were spent" if self.plan.learns else "it does not refit"
             self._give_up_behind_wall(why)
-            return
+            return True
         self.plan.refit_behind_wall(len(self.record), self.fitted_rows[1])
+        return False
 
     def _give_up_behind_wall(self, why: str) -> None:
         """Exact draws for good: a wall stands that the surrogate did not learn (one log line)."""

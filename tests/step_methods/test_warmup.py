@@ -287,7 +287,7 @@ def test_a_first_refit_comes_at_the_last_draw_in_time_or_learning_stops():
 def test_a_wall_brings_a_refit_and_a_fit_clears_it():
     warmup = fitted_warmup()
     explore(warmup, 20, np.random.default_rng(8))  # the record grew past the last fit's
-    warmup.wall_crossed(WALL_NATS + 5.0)
+    assert not warmup.wall_crossed(WALL_NATS + 5.0)
     assert warmup.phase == Phase.SURROGATE and warmup.plan.for_wall
     warmup.refit(100, np.random.default_rng(9), Host())
     assert warmup.standing_wall == -np.inf
@@ -297,7 +297,7 @@ def test_a_wall_brings_a_refit_and_a_fit_clears_it():
 
 def test_a_wall_no_fit_followed_leaves_the_kept_draws_to_exact_nuts(caplog):
     warmup = fitted_warmup()
-    warmup.wall_crossed(WALL_NATS + 5.0)  # the record has not grown: no refit yet
+    assert not warmup.wall_crossed(WALL_NATS + 5.0)  # the record has not grown: no refit yet
     assert warmup.phase == Phase.SURROGATE
     with caplog.at_level("INFO", logger="pymc.rnshmc"):
         warmup.stop_learning()
@@ -308,13 +308,13 @@ def test_a_wall_no_fit_followed_leaves_the_kept_draws_to_exact_nuts(caplog):
 def test_a_wall_met_once_its_refits_are_spent_hands_the_chain_to_exact_nuts():
     warmup = fitted_warmup()
     warmup.plan.wall_refits = WALL_REFITS
-    warmup.wall_crossed(WALL_NATS)
+    assert warmup.wall_crossed(WALL_NATS)
     assert warmup.phase == Phase.EXACT and not warmup.plan.learning
 
 
 def test_a_warmup_that_does_not_refit_hands_its_first_wall_to_exact_nuts_at_once():
     warmup = fitted_warmup(learns=False)
-    warmup.wall_crossed(WALL_NATS)
+    assert warmup.wall_crossed(WALL_NATS)
     assert warmup.phase == Phase.EXACT
 
 
@@ -323,6 +323,6 @@ def test_a_wall_told_outside_the_surrogate_phase_changes_nothing():
     warmup = fitted_warmup()
     explore(warmup, 20, np.random.default_rng(8))  # a wall's refit could come
     warmup.phase, warmup.plan.next_refit = Phase.EXACT, None
-    warmup.wall_crossed(WALL_NATS + 5.0)
+    assert not warmup.wall_crossed(WALL_NATS + 5.0)
     assert warmup.phase == Phase.EXACT and not warmup.plan.learning
     assert warmup.standing_wall == -np.inf
