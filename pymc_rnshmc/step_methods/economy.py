@@ -278,24 +278,25 @@ class Verdict:
             return False
         return not self.reliable or self.surrogate_cost <= VERDICT_MARGIN * self.exact_cost
 
-    def reason(self) -> str:
-        """The measurements, in one sentence's worth of words."""
+    def reason(self, exact: str = "exact NUTS") -> str:
+        """The measurements, in one sentence's worth of words; ``exact`` names the exact sampler."""
         if self.poor_fit and self.new_metric:
             return (
                 f"its fit's held-out gradient error is {100 * self.fit_error:.0f} %, and the "
-                "chain's draws are correlated enough to give exact NUTS a better metric than the "
+                f"chain's draws are correlated enough to give {exact} a better metric than the "
                 "one its exploration had"
             )
         if self.poor_fit:
             return (
                 f"its fit's held-out gradient error is {100 * self.fit_error:.0f} %, and its "
-                f"draws took {1e3 * self.surrogate_seconds:.3g} ms against exact NUTS's "
-                f"{1e3 * self.exact_seconds:.3g} ms (measured while tuning)"
+                f"draws took {1e3 * self.surrogate_seconds:.3g} ms against "
+                f"{1e3 * self.exact_seconds:.3g} ms with {exact} (measured while tuning)"
             )
         return (
             f"its draws took {1e3 * self.surrogate_seconds:.3g} ms for "
-            f"{self.surrogate_ess:.2f} effective draws each, exact NUTS's "
-            f"{1e3 * self.exact_seconds:.3g} ms for {self.exact_ess:.2f} (measured while tuning)"
+            f"{self.surrogate_ess:.2f} effective draws each, against "
+            f"{1e3 * self.exact_seconds:.3g} ms for {self.exact_ess:.2f} with {exact} (measured "
+            "while tuning)"
         )
 
 

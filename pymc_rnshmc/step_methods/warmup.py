@@ -648,7 +648,7 @@ class SurrogateWarmup:
                 "%s continues with %s: its surrogate does not pay on this model (%s).",
                 self.settings.name,
                 self.settings.exact_sampler,
-                verdict.reason(),
+                verdict.reason(self.settings.exact_sampler),
             )
         return verdict
 

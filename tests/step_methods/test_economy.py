@@ -127,6 +127,8 @@ def test_the_verdict_keeps_a_surrogate_that_pays_and_gives_up_one_that_does_not(
     dearer = verdict(surrogate_seconds=5e-3, surrogate_rho=0.0)
     assert dearer.reliable and not dearer.surrogate_pays
     assert "5 ms" in dearer.reason() and "1 ms" in dearer.reason()
+    assert "with exact NUTS" in dearer.reason()
+    assert "with a random walk" in dearer.reason("a random walk")  # a model without gradients
     sticky = verdict(surrogate_seconds=0.5e-3, surrogate_rho=0.97)  # cheap, but barely moves
     assert sticky.reliable and not sticky.surrogate_pays
 
