@@ -8,6 +8,8 @@ it.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from pymc.step_methods.step_sizes import DualAverageAdaptation
@@ -155,6 +157,21 @@ def test_a_poor_fit_at_the_end_of_tuning_leaves_the_kept_draws_to_exact_draws():
     with pytest.warns(SurrogateWarning, match="Tuning ended before test finished exploring"):
         good.fit(80, rng, Host(), end_of_tuning=True)
     assert good.phase == Phase.SURROGATE
+
+
+@pytest.mark.parametrize(("points", "warns"), [(9, True), (80, False)])
+def test_a_fit_too_small_to_check_with_little_tuning_left_is_said(points, warns):
+    """Seven training draws hold none out; with 10 tuning draws left no watch can judge it."""
+    rng, tune = np.random.default_rng(3), points + 10
+    warmup = SurrogateWarmup(settings(), tune)
+    explore(warmup, points, rng)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warmup.fit(points, rng, Host(), end_of_tuning=False)
+    said = [w for w in caught if "too few to hold any out" in str(w.message)]
+    assert len(said) == warns and warmup.phase == Phase.SURROGATE
+    if warns:
+        assert "7 exact draws" in str(said[0].message) and "10 tuning draws" in str(said[0].message)
 
 
 def started(seed: int) -> tuple[SurrogateWarmup, np.random.Generator]:
