@@ -656,6 +656,22 @@ def _seeds(seed: int) -> tuple[int, np.random.Generator, np.random.Generator]:
     )
 
 
+TUNING_ATTEMPTS = 3
+"""Tunings tried, seed after seed, until one ends with the surrogate in use. A warm-up may hand
+its chain to exact NUTS (the collapse watch, a wall no refit removed), and which seeds do is
+chaotic in the last bits of the BLAS: on the AMD machine of 2026-11-29 (afternoon) the
+0.25-sd-shifted kernel collapsed on the banana, and a Student-t warm-up met a 15-nat wall, with
+seeds that had kept their surrogates when CI passed on the same commit that morning. What is
+checked is the frozen surrogate kernel, which must be exact whatever seed tuned it; a tuning that
+ended in exact NUTS checks nothing of it."""
+
+
+def _phase(step) -> str:
+    """The step's phase after tuning, as a string (``"exact"`` for PyMC's own steps)."""
+    phase = getattr(step, "phase", "exact")
+    return str(getattr(phase, "value", phase))
+
+
 def run_stationarity(
     make_step: Callable[[], Any],
     posterior: ExactPosterior,
@@ -678,7 +694,8 @@ def run_stationarity(
     tune : int
         Tuning draws.
     seed : int
-        Fixes the tuning run, the starts and the reference draws.
+        Fixes the tuning run, the starts and the reference draws. A tuning that ends in exact
+        sampling is retried with the next seeds (``TUNING_ATTEMPTS``).
     k_values : sequence of int
     gradient : bool
         ``False``: the model's logp behind an ``Op`` without a gradient.
@@ -691,7 +708,10 @@ def run_stationarity(
     model = posterior.model(gradient)
     start = time.perf_counter()
     with _quiet() as caught:
-        step = tuned_step(make_step, model, tune, sampling_seed)
+        for attempt in range(TUNING_ATTEMPTS):
+            step = tuned_step(make_step, model, tune, sampling_seed + attempt)
+            if _phase(step) == "surrogate":
+                break
     tune_seconds = time.perf_counter() - start
     starts = posterior.sample(n, start_rng)
     reference = posterior.sample(n, reference_rng)
@@ -700,8 +720,7 @@ def run_stationarity(
     results = {
         k: compare(pushed.draws[k], posterior, reference, starts, k, quantiles) for k in k_values
     }
-    phase = getattr(step, "phase", "exact")
-    phase = str(getattr(phase, "value", phase))
+    phase = _phase(step)
     dynamics = str(getattr(getattr(step, "dynamics", None), "name", "-"))
     baseline = compare(starts, posterior, reference, starts, 0, quantiles)
     return StationarityRun(
