@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pymc_rnshmc.hmc.low_rank_covariance import covariance_beyond_noise, noise_interval
+from pymc_rnshmc.hmc.low_rank_covariance import (
+    FOLD_BLOCKS,
+    FOLDS,
+    _folds,
+    correlation_condition,
+    covariance_beyond_noise,
+    noise_interval,
+)
+from pymc_rnshmc.step_methods.mode_metric import CORRELATED_CONDITION
 
 
 def test_independent_coordinates_have_nothing_beyond_noise():
@@ -56,3 +64,28 @@ def test_no_more_draws_than_moving_coordinates_or_a_non_finite_draw_give_none():
     assert covariance_beyond_noise(draws) is not None
     draws[7, 0] = np.inf
     assert covariance_beyond_noise(draws) is None
+
+
+def autocorrelated_noise(seed: int, n_draws: int = 400, dim: int = 56, rho: float = 0.9):
+    """Independent AR(1) coordinates: a slowly mixing chain on a posterior with no correlation."""
+    noise = np.random.default_rng(seed).normal(size=(n_draws, dim))
+    for t in range(1, n_draws):
+        noise[t] = rho * noise[t - 1] + np.sqrt(1 - rho**2) * noise[t]
+    return noise
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_autocorrelated_draws_of_independent_coordinates_do_not_whiten_a_metric(seed):
+    """Their sample eigenvalues leave the noise interval; their held-out variances do not.
+
+    With the sample eigenvalues, these draws gave correlation condition numbers of 40-60.
+    """
+    found = covariance_beyond_noise(autocorrelated_noise(seed))
+    assert found is None or correlation_condition(found) < CORRELATED_CONDITION
+
+
+def test_each_fold_is_checked_by_draws_it_did_not_see():
+    folds = _folds(400)
+    assert np.bincount(folds).tolist() == [80] * FOLDS
+    assert np.count_nonzero(np.diff(folds)) == FOLDS * FOLD_BLOCKS - 1  # blocks, interleaved
+    assert covariance_beyond_noise(np.random.default_rng(5).normal(size=(60, 50))) is None
