@@ -11,7 +11,9 @@ wide_models_hierarchical_fallback,wide_models_hierarchical_100_gives_up \
 The workload (``--workload``) is :func:`pymc_rnshmc.workloads.correlated_logistic_regression`
 (``logistic``, the default: 20 000 rows, AR(1) correlated predictors, ``--dims`` coefficients),
 :func:`~pymc_rnshmc.workloads.hierarchical_logistic_regression` (``hierarchical``: non-centred,
-20 000 rows in groups of unequal size, ``--dims`` groups, so ``groups + 6`` parameters), or the
+20 000 rows in groups of unequal size, ``--dims`` groups, so ``groups + 6`` parameters),
+:func:`~pymc_rnshmc.workloads.multilevel_regression` (``multilevel``: non-centred, a varying
+intercept and two slopes on 5000 rows, ``--dims`` groups, so ``3 groups + 7`` parameters), or the
 posteriordb ``mcycle_gp-accel_gp`` (``mcycle_gp``: 66 parameters, ``--dims`` ignored). The
 column ``d`` is always the number of parameters.
 
@@ -68,6 +70,7 @@ from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
 from pymc_rnshmc.workloads import (
     correlated_logistic_regression,
     hierarchical_logistic_regression,
+    multilevel_regression,
 )
 
 PHASES = {
@@ -115,6 +118,7 @@ def motorcycle_gp(_width: int):
 WORKLOADS = {
     "logistic": correlated_logistic_regression,
     "hierarchical": hierarchical_logistic_regression,
+    "multilevel": multilevel_regression,
     "mcycle_gp": motorcycle_gp,
 }
 """``--workload``'s models, each built from the width ``--dims`` gives."""

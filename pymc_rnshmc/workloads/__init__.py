@@ -30,6 +30,7 @@ from pymc_rnshmc.workloads.wide import (
     correlated_logistic_regression_data,
     hierarchical_logistic_regression,
     hierarchical_logistic_regression_data,
+    multilevel_regression,
 )
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "hierarchical_logistic_regression_data",
     "logistic_regression",
     "logistic_regression_data",
+    "multilevel_regression",
     "neals_funnel",
     "one_compartment_data",
     "one_compartment_model",
