@@ -403,21 +403,6 @@ class Economy:
             return np.inf
         return SETUP_SHARE * seconds * draws_left - spent
 
-    def gradient_too_dear(self, gradient_seconds: float) -> bool:
-        """Whether one gradient of a new surrogate costs more than a whole exact NUTS draw.
-
-        ``gradient_seconds``: measured just after its fit; an exact draw's seconds are the
-        exploration's (:meth:`DrawCosts.exact_draw_seconds`). A surrogate draw takes at least
-        one surrogate gradient and one exact logp, and a trajectory that moves takes several:
-        such a surrogate cannot make a draw cheaper than NUTS does. On a non-centred multilevel
-        regression with 500 groups (d = 1507, 5000 rows), a network of 250 units took about 2.5
-        ms a gradient against 0.7 ms for an exact NUTS draw of 15 leapfrog steps; its
-        trajectory choice and tuning draws took 10 s more before the collapse watch gave it up.
-        Never when not weighing.
-        """
-        exact = self.costs.exact_draw_seconds()
-        return self.weighs and bool(np.isfinite(exact)) and bool(gradient_seconds > exact)
-
     def skips_setup(self, fit_error: float, tuning_draws_left: int | None) -> bool:
         """Whether a fit's trajectory choice scores its first metric and nothing more.
 

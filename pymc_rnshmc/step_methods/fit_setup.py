@@ -15,26 +15,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pymc_rnshmc.exceptions import FIT_ERRORS
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
 from pymc_rnshmc.step_methods.dynamics import DynamicsSetting
 from pymc_rnshmc.step_methods.economy import Economy
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate
-from pymc_rnshmc.surrogates.base import (
-    Capabilities,
-    fit_summary,
-    held_out_error,
-    potential_and_gradient,
-)
+from pymc_rnshmc.surrogates.base import fit_summary, held_out_error
 
-__all__ = [
-    "choose_dynamics",
-    "fit_window",
-    "gradient_seconds",
-    "log_fit",
-    "setup_deadline",
-    "weighed_error",
-]
+__all__ = ["choose_dynamics", "fit_window", "log_fit", "setup_deadline", "weighed_error"]
 
 _log = logging.getLogger("pymc.rnshmc")
 
@@ -50,26 +37,6 @@ def fit_window(host, window: tuple, laplace, rng: np.random.Generator) -> tuple:
     return fit_surrogate(
         host.new_surrogate(), positions, potentials, gradients, laplace, rng.spawn(1)[0]
     )
-
-
-def gradient_seconds(surrogate, positions: np.ndarray, calls: int = 5) -> float:
-    """Median seconds of the surrogate's potential and gradient, as a leapfrog step calls them.
-
-    At the last ``calls`` of ``positions``; NaN where the surrogate's force is not its gradient
-    or the call raises.
-    """
-    if not Capabilities.of(surrogate).gradient_field:
-        return np.nan
-    force = potential_and_gradient(surrogate)
-    seconds = []
-    try:
-        for position in positions[-calls:]:
-            started = time.perf_counter()
-            force(position)
-            seconds.append(time.perf_counter() - started)
-    except FIT_ERRORS:
-        return np.nan
-    return float(np.median(seconds)) if seconds else np.nan
 
 
 def weighed_error(surrogate, values_only: bool) -> float:

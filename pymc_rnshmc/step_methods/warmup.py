@@ -52,7 +52,6 @@ from pymc_rnshmc.step_methods.economy import Economy, Verdict, unchecked_fit_too
 from pymc_rnshmc.step_methods.fit_setup import (
     choose_dynamics,
     fit_window,
-    gradient_seconds,
     log_fit,
     setup_deadline,
     weighed_error,
@@ -289,8 +288,6 @@ class SurrogateWarmup:
                 "which is correct but gets no speed-up.",
             )
             return
-        if self._gradient_too_dear(surrogate, positions):
-            return
         if self.start.postpones(held_out_error(surrogate), iteration, end_of_tuning):
             return
         error = weighed_error(surrogate, self.settings.values_only)
@@ -382,30 +379,6 @@ class SurrogateWarmup:
         outside = np.ones(len(positions), dtype=bool)
         outside[first:last] = False
         return positions[outside], potentials[outside]
-
-    def _gradient_too_dear(self, surrogate, positions: np.ndarray) -> bool:
-        """Exact NUTS for good if one surrogate gradient costs more than an exact draw (a log line).
-
-        :meth:`~pymc_rnshmc.step_methods.economy.Economy.gradient_too_dear`; not for a model
-        without gradients, whose exact draws are a random walk's.
-        """
-        if self.settings.values_only or not self.economy.weighs:
-            return False
-        seconds = gradient_seconds(surrogate, positions)
-        if not self.economy.gradient_too_dear(seconds):
-            return False
-        self.phase = Phase.EXACT
-        self.plan.stop()
-        _log.info(
-            "%s continues with %s: its surrogate does not pay on this model (one gradient of "
-            "the surrogate took %.3g ms, more than a whole exact draw, %.3g ms, measured while "
-            "exploring).",
-            self.settings.name,
-            self.settings.exact_sampler,
-            1e3 * seconds,
-            1e3 * self.economy.costs.exact_draw_seconds(),
-        )
-        return True
 
     def _warn_if_unchecked(
         self, error: float, points: int, iteration: int, end_of_tuning: bool

@@ -309,9 +309,7 @@ class SlowSurrogate(RandomNetworkSurrogate):
         return super().gradient(position)
 
 
-def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog, monkeypatch):
-    # the verdict is tested: not the earlier rule for a gradient dearer than an exact draw
-    monkeypatch.setattr(Economy, "gradient_too_dear", lambda self, seconds: False)
+def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
     with pm.Model() as model:
         pm.Normal("x", mu=[1.0, -1.0], sigma=[0.5, 2.0])
     with caplog.at_level(logging.INFO, logger="pymc.rnshmc"):

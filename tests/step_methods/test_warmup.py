@@ -8,7 +8,6 @@ it.
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
@@ -173,40 +172,6 @@ def test_a_fit_too_small_to_check_with_little_tuning_left_is_said(points, warns)
     assert len(said) == warns and warmup.phase == Phase.SURROGATE
     if warns:
         assert "7 exact draws" in str(said[0].message) and "10 tuning draws" in str(said[0].message)
-
-
-class SlowGradientNetwork(RandomNetworkSurrogate):
-    """A network whose potential and gradient take ``seconds`` (a wide surrogate, a cheap model)."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__()
-        self.seconds = seconds
-
-    def potential_and_gradient(self, position):
-        time.sleep(self.seconds)
-        return super().potential_and_gradient(position)
-
-
-@pytest.mark.parametrize(
-    ("gradient_sleep", "weighs", "gives_up"),
-    [(4e-3, True, True), (0.0, True, False), (4e-3, False, False)],
-)
-def test_a_surrogate_whose_gradient_costs_more_than_an_exact_draw_is_given_up(
-    gradient_sleep, weighs, gives_up, caplog
-):
-    """Exact draws of 1 ms: a surrogate gradient of 4 ms cannot make any draw cheaper."""
-    rng, host = np.random.default_rng(4), Host()
-    host.new_surrogate = lambda: SlowGradientNetwork(gradient_sleep)
-    warmup = SurrogateWarmup(settings(weighs_costs=weighs), TUNE)
-    for _ in range(10):
-        warmup.economy.costs.note_exact(1e-3, 10)
-    explore(warmup, 80, rng)
-    with caplog.at_level("INFO", logger="pymc.rnshmc"):
-        warmup.fit(80, rng, host, end_of_tuning=False)
-    assert (warmup.phase == Phase.EXACT) is gives_up
-    assert (host.installed == 0) is gives_up
-    said = "one gradient of the surrogate took" in caplog.text
-    assert said is gives_up
 
 
 def started(seed: int) -> tuple[SurrogateWarmup, np.random.Generator]:
