@@ -13,7 +13,7 @@ matrix of nutpie, it corrects only the few directions where a diagonal metric is
 nutpie's, it uses the draws alone (not their gradients).
 
 The variance along a kept direction is not its sample eigenvalue but the variance of draws that
-did not choose it [3]_: the draws are split in ``FOLDS`` folds of consecutive draws, the
+did not choose it [3]_: the draws are split in ``FOLDS`` folds of interleaved blocks, the
 directions found in all folds but one are measured on the one left out, and the folds' estimates
 are averaged. A sample eigenvalue outside the interval can still be noise, because a chain's
 draws are autocorrelated and not Gaussian: on a non-centred hierarchical regression with 500
@@ -21,15 +21,15 @@ groups (d = 1507), 4000 draws of PyMC's NUTS had 204 sample eigenvalues under th
 lower edge (0.005 against 0.015), whose variances on held-out draws were 0.78-3.4 (noise), and a
 metric from its first 1700 draws with the sample eigenvalues made NUTS take 127-132 leapfrog
 steps a draw against 15 with the diagonal metric (the held-out estimate keeps the diagonal one:
-correlation condition numbers 2.9 and 6.7 from 2500 and 4000 draws). On the hierarchical
+correlation condition numbers 3.0 and 6.7 from 2500 and 4000 draws). On the hierarchical
 logistic regression with 50 groups (d = 56, 800 draws of PyMC's NUTS) NUTS took 8.7 leapfrog
 steps a draw with the held-out estimate, 9.9 with the sample eigenvalues, 22.4 with the
 diagonal metric. On Gaussians with a known covariance (one strong pair, three factors, blocks of
 correlated coordinates, d = 30-200, 400-2000 draws, 5 seeds), the condition number that the
-estimate leaves (median) was 1.5-8.5 with five folds, 1.5-14.5 with the sample eigenvalues and
+estimate leaves (median) was 1.5-8.4 with five folds, 1.5-14.5 with the sample eigenvalues and
 1.6-81 with two halves; on 400 autocorrelated draws (AR(1), 0.9) of 56 independent coordinates,
-3.0 against 49 with the sample eigenvalues (the diagonal metric: 2.7). Five eigendecompositions
-cost about 3.7 s at d = 1507.
+3.9 against 49 with the sample eigenvalues (the diagonal metric: 2.7). Five eigendecompositions
+cost about 3.6 s at d = 1507.
 
 numpy and scipy only; written here because neither PyMC nor SciPy has such an estimator.
 
@@ -99,17 +99,15 @@ def covariance_beyond_noise(draws: np.ndarray) -> np.ndarray | None:
 
 
 FOLDS = 5
-"""The draws are split in this many folds of consecutive draws; each fold's variances check the
-directions the others found. Contiguous folds keep a draw and its autocorrelated neighbours
-together: with folds of four interleaved blocks each, 250 draws of independent AR(1)
-coordinates (autocorrelation 0.97, d = 106) gave correlation condition numbers up to 172 (20
-seeds); with contiguous folds up to 13, while 250 draws of PyMC's NUTS on the hierarchical
-logistic regression with 50 groups gave 155."""
+"""The draws are split in this many folds; each fold's variances check the others' directions."""
+FOLD_BLOCKS = 4
+"""Each fold is this many blocks of consecutive draws, interleaved with the other folds' (so that
+a draw and its autocorrelated neighbours mostly fall in one fold)."""
 
 
 def _folds(n_draws: int) -> np.ndarray:
-    """The fold of each of ``n_draws`` consecutive draws: ``FOLDS`` runs of about equal length."""
-    return np.arange(n_draws) * FOLDS // max(n_draws, 1)
+    """The fold of each of ``n_draws`` consecutive draws."""
+    return (np.arange(n_draws) * FOLDS * FOLD_BLOCKS // max(n_draws, 1)) % FOLDS
 
 
 def _held_out_spikes(fit: np.ndarray, check: np.ndarray) -> tuple[np.ndarray, int]:
