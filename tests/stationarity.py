@@ -618,8 +618,11 @@ class StationarityRun:
         the posterior if the kernel is exact, but their scores correlate with these.
     pushed : Pushed
     tune_seconds : float
+        Of the tuning run kept (the last of ``tuning_attempts``).
     warnings : tuple of str
-        Distinct warnings of the tuning run.
+        Distinct warnings of the tuning run kept.
+    tuning_attempts : int
+        Tunings made until one ended with the surrogate in use (``TUNING_ATTEMPTS`` at most).
     """
 
     results: dict[int, StationarityResult]
@@ -629,6 +632,7 @@ class StationarityRun:
     pushed: Pushed
     tune_seconds: float
     warnings: tuple[str, ...] = field(default=())
+    tuning_attempts: int = 1
 
     def share(self, stat: str) -> float:
         """Mean of a recorded statistic over every transition (NaN where not reported)."""
@@ -706,13 +710,13 @@ def run_stationarity(
     """
     sampling_seed, start_rng, reference_rng = _seeds(seed)
     model = posterior.model(gradient)
-    start = time.perf_counter()
-    with _quiet() as caught:
-        for attempt in range(TUNING_ATTEMPTS):
-            step = tuned_step(make_step, model, tune, sampling_seed + attempt)
-            if _phase(step) == "surrogate":
-                break
-    tune_seconds = time.perf_counter() - start
+    for attempt in range(1, TUNING_ATTEMPTS + 1):  # the last attempt's seconds and warnings
+        start = time.perf_counter()
+        with _quiet() as caught:
+            step = tuned_step(make_step, model, tune, sampling_seed + attempt - 1)
+        tune_seconds = time.perf_counter() - start
+        if _phase(step) == "surrogate" or not hasattr(step, "phase"):
+            break
     starts = posterior.sample(n, start_rng)
     reference = posterior.sample(n, reference_rng)
     pushed = push(step, model, starts, k_values)
@@ -724,5 +728,5 @@ def run_stationarity(
     dynamics = str(getattr(getattr(step, "dynamics", None), "name", "-"))
     baseline = compare(starts, posterior, reference, starts, 0, quantiles)
     return StationarityRun(
-        results, phase, dynamics, baseline, pushed, tune_seconds, _messages(caught)
+        results, phase, dynamics, baseline, pushed, tune_seconds, _messages(caught), attempt
     )

@@ -290,13 +290,13 @@ class Verdict:
             return (
                 f"its fit's held-out gradient error is {100 * self.fit_error:.0f} %, and its "
                 f"draws took {1e3 * self.surrogate_seconds:.3g} ms against "
-                f"{1e3 * self.exact_seconds:.3g} ms with {exact} (measured while tuning)"
+                f"{1e3 * self.exact_seconds:.3g} ms with {exact}, measured while tuning"
             )
         return (
             f"its draws took {1e3 * self.surrogate_seconds:.3g} ms for "
             f"{self.surrogate_ess:.2f} effective draws each, against "
-            f"{1e3 * self.exact_seconds:.3g} ms for {self.exact_ess:.2f} with {exact} (measured "
-            "while tuning)"
+            f"{1e3 * self.exact_seconds:.3g} ms for {self.exact_ess:.2f} with {exact}, measured "
+            "while tuning"
         )
 
 

@@ -135,6 +135,14 @@ class WarmupHost(Protocol):
         ...
 
 
+def _holds_out(surrogate) -> bool:
+    """Whether the surrogate's fits report a held-out gradient error (a grid's do not)."""
+    report = getattr(surrogate, "report", None)
+    return report is not None and (
+        hasattr(report, "held_out_error") or hasattr(report, "gradient_error")
+    )
+
+
 class SurrogateWarmup:
     """One chain's warm-up: the record, the surrogate, its kernel, and when each changes.
 
@@ -299,7 +307,6 @@ class SurrogateWarmup:
                 f"tuning left to check it. Sampling continues with {exact}. Increase `tune`."
             )
             return
-        self._warn_if_unchecked(error, positions.shape[0], iteration, end_of_tuning)
         try:
             choice = self._dynamics(
                 surrogate,
@@ -316,6 +323,7 @@ class SurrogateWarmup:
                 f"with {exact}."
             )
             return
+        self._warn_if_unchecked(surrogate, positions.shape[0], iteration, end_of_tuning)
         self._start(surrogate, choice, positions, gradients, iteration, host, end_of_tuning)
         host.surrogate_installed()
 
@@ -381,17 +389,23 @@ class SurrogateWarmup:
         return positions[outside], potentials[outside]
 
     def _warn_if_unchecked(
-        self, error: float, points: int, iteration: int, end_of_tuning: bool
+        self, surrogate, points: int, iteration: int, end_of_tuning: bool
     ) -> None:
-        """Warn of a first fit nothing will check: no held-out error, too little tuning left.
+        """Warn of a first fit nothing will check: none held out, too little tuning left.
 
-        Its draws stay exact (each is corrected), but a surrogate fitted on a handful of draws
-        may move them poorly: ``tune=5`` on a 1-d normal, PyMC 6.4, fitted on 3 draws and
-        gave a bulk ESS of 49, 1729 and 618 per 1000 draws on seeds 1-3. A fit as tuning ends
-        has its own warning (:meth:`_start`).
+        Only for a surrogate whose fits report a held-out gradient error
+        (:func:`_holds_out`) and whose first one held no point out. Its draws stay exact (each
+        is corrected), but a surrogate fitted on a handful of draws may move them poorly:
+        ``tune=5`` on a 1-d normal, PyMC 6.4, fitted on 3 draws and gave a bulk ESS of 49, 1729
+        and 618 per 1000 draws on seeds 1-3. A fit as tuning ends has its own warning
+        (:meth:`_start`).
         """
         tuning_left = None if end_of_tuning else self.tuning_draws_left(iteration)
-        if np.isfinite(error) or tuning_left is None or tuning_left >= COLLAPSE_WINDOW:
+        if tuning_left is None or tuning_left >= COLLAPSE_WINDOW:
+            return
+        if self.settings.values_only or not _holds_out(surrogate):
+            return
+        if np.isfinite(held_out_error(surrogate)):
             return
         warnings.warn(
             f"{self.settings.name} fitted its surrogate on {points} exact draws, too few to "

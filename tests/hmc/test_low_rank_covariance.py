@@ -88,4 +88,15 @@ def test_each_fold_is_checked_by_draws_it_did_not_see():
     folds = _folds(400)
     assert np.bincount(folds).tolist() == [80] * FOLDS
     assert np.count_nonzero(np.diff(folds)) == FOLDS * FOLD_BLOCKS - 1  # blocks, interleaved
+
+
+@pytest.mark.parametrize("n_draws", [5, 7, 12, 16])
+def test_too_few_draws_for_every_fold_give_none_not_nan(n_draws):
+    """A fold of one draw has no variance; an empty one has none to check with."""
+    pair = [[1.0, 0.99], [0.99, 1.0]]
+    draws = np.random.default_rng(6).multivariate_normal(np.zeros(2), pair, size=n_draws)
+    assert covariance_beyond_noise(draws) is None
+
+
+def test_no_more_draws_outside_a_fold_than_coordinates_give_none():
     assert covariance_beyond_noise(np.random.default_rng(5).normal(size=(60, 50))) is None

@@ -93,7 +93,9 @@ def sampler_run(case_index: int, posterior_name: str, n: int = N) -> Stationarit
 def assert_stationary(run: StationarityRun, k: int, label: str) -> None:
     result = run.results[k]
     message = f"{label}: {result.summary()}; z = {result.z}"
-    assert run.phase == "surrogate", f"{label}: tuning ended in phase {run.phase}"
+    assert run.phase == "surrogate", (
+        f"{label}: tuning ended in phase {run.phase} ({run.tuning_attempts} attempts)"
+    )
     assert result.moved > MIN_MOVED, message
     assert result.max_abs_z < Z_LIMIT, message
     assert result.ks_pvalue > KS_LIMIT, message

@@ -8,6 +8,7 @@ it.
 
 from __future__ import annotations
 
+import types
 import warnings
 
 import numpy as np
@@ -159,15 +160,32 @@ def test_a_poor_fit_at_the_end_of_tuning_leaves_the_kept_draws_to_exact_draws():
     assert good.phase == Phase.SURROGATE
 
 
+class ReportlessNetwork(RandomNetworkSurrogate):
+    """A network whose fits report no held-out error, as a sparse grid's do not."""
+
+    def fit(self, *args, **kwargs):
+        super().fit(*args, **kwargs)
+        self.report = types.SimpleNamespace(summary=lambda: "")
+        return self
+
+
 @pytest.mark.parametrize(("points", "warns"), [(9, True), (80, False)])
-def test_a_fit_too_small_to_check_with_little_tuning_left_is_said(points, warns):
-    """Seven training draws hold none out; with 10 tuning draws left no watch can judge it."""
+@pytest.mark.parametrize("reports_held_out", [True, False])
+def test_a_fit_too_small_to_check_with_little_tuning_left_is_said(points, warns, reports_held_out):
+    """Seven training draws hold none out; with 10 tuning draws left no watch can judge it.
+
+    Not said of a surrogate whose fits never report a held-out error (a grid's).
+    """
     rng, tune = np.random.default_rng(3), points + 10
+    warns = warns and reports_held_out
+    host = Host()
+    if not reports_held_out:
+        host.new_surrogate = ReportlessNetwork
     warmup = SurrogateWarmup(settings(), tune)
     explore(warmup, points, rng)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        warmup.fit(points, rng, Host(), end_of_tuning=False)
+        warmup.fit(points, rng, host, end_of_tuning=False)
     said = [w for w in caught if "too few to hold any out" in str(w.message)]
     assert len(said) == warns and warmup.phase == Phase.SURROGATE
     if warns:
