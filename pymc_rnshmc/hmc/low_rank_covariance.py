@@ -104,10 +104,10 @@ def covariance_beyond_noise(draws: np.ndarray) -> np.ndarray | None:
     deviations = draws - draws.mean(axis=0)
     scales = np.sqrt(np.sum(deviations**2, axis=0) / max(n_draws - 1, 1))
     moved = scales > 0.0
-    sizes = np.bincount(_folds(n_draws), minlength=FOLDS)
+    folds = _folds(n_draws)
+    sizes = np.bincount(folds, minlength=FOLDS)
     if sizes.min() < 2 or np.sum(moved) >= n_draws - sizes.max():
         return None
-    folds = _folds(n_draws)
     scales[~moved] = 1.0
     standard = deviations[:, moved] / scales[moved]
     spikes = [_held_out_spikes(standard[folds != k], standard[folds == k]) for k in range(FOLDS)]

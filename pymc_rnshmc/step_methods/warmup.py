@@ -54,6 +54,7 @@ from pymc_rnshmc.step_methods.fit_setup import (
     fit_window,
     log_fit,
     setup_deadline,
+    warn_if_unchecked,
     weighed_error,
 )
 from pymc_rnshmc.step_methods.kernel_fit import new_kernel
@@ -133,14 +134,6 @@ class WarmupHost(Protocol):
     def chains_sharing(self) -> int:
         """How many chains draw with this warm-up's surrogate (a population's, else one)."""
         ...
-
-
-def _holds_out(surrogate) -> bool:
-    """Whether the surrogate's fits report a held-out gradient error (a grid's do not)."""
-    report = getattr(surrogate, "report", None)
-    return report is not None and (
-        hasattr(report, "held_out_error") or hasattr(report, "gradient_error")
-    )
 
 
 class SurrogateWarmup:
@@ -323,7 +316,8 @@ class SurrogateWarmup:
                 f"with {exact}."
             )
             return
-        self._warn_if_unchecked(surrogate, positions.shape[0], iteration, end_of_tuning)
+        tuning_left = None if end_of_tuning else self.tuning_draws_left(iteration)
+        warn_if_unchecked(self.settings.name, surrogate, positions.shape[0], tuning_left)
         self._start(surrogate, choice, positions, gradients, iteration, host, end_of_tuning)
         host.surrogate_installed()
 
@@ -387,34 +381,6 @@ class SurrogateWarmup:
         outside = np.ones(len(positions), dtype=bool)
         outside[first:last] = False
         return positions[outside], potentials[outside]
-
-    def _warn_if_unchecked(
-        self, surrogate, points: int, iteration: int, end_of_tuning: bool
-    ) -> None:
-        """Warn of a first fit nothing will check: none held out, too little tuning left.
-
-        Only for a surrogate whose fits report a held-out gradient error
-        (:func:`_holds_out`) and whose first one held no point out. Its draws stay exact (each
-        is corrected), but a surrogate fitted on a handful of draws may move them poorly:
-        ``tune=5`` on a 1-d normal, PyMC 6.4, fitted on 3 draws and gave a bulk ESS of 49, 1729
-        and 618 per 1000 draws on seeds 1-3. A fit as tuning ends has its own warning
-        (:meth:`_start`).
-        """
-        tuning_left = None if end_of_tuning else self.tuning_draws_left(iteration)
-        if tuning_left is None or tuning_left >= COLLAPSE_WINDOW:
-            return
-        if self.settings.values_only or not _holds_out(surrogate):
-            return
-        if np.isfinite(held_out_error(surrogate)):
-            return
-        warnings.warn(
-            f"{self.settings.name} fitted its surrogate on {points} exact draws, too few to "
-            f"hold any out and check the fit, with {tuning_left} tuning draws left to watch it "
-            f"(it needs {COLLAPSE_WINDOW}). The draws stay exact but may mix poorly. Increase "
-            "`tune`.",
-            SurrogateWarning,
-            stacklevel=5,
-        )
 
     def _postpone_or_fall_back(self, iteration: int, end_of_tuning: bool, message: str) -> None:
         if not end_of_tuning and self.start.postpone(iteration):

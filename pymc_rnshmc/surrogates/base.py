@@ -14,6 +14,7 @@ __all__ = [
     "fit_summary",
     "for_simulation",
     "held_out_error",
+    "reports_held_out_error",
     "with_gaussian_base",
     "potential_and_gradient",
     "simulation_proxy",
@@ -151,6 +152,15 @@ def held_out_error(surrogate) -> float:
     if error is None:
         error = getattr(report, "gradient_error", np.nan)
     return float(error)
+
+
+def reports_held_out_error(surrogate) -> bool:
+    """Whether the surrogate's fits report a held-out error at all (a network's do, a grid's not).
+
+    Where they do, :func:`held_out_error` is NaN only for a fit that held no point out.
+    """
+    report = getattr(surrogate, "report", None)
+    return hasattr(report, "held_out_error") or hasattr(report, "gradient_error")
 
 
 def with_gaussian_base(surrogate, mean: np.ndarray, covariance: np.ndarray):
