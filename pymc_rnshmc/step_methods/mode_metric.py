@@ -45,6 +45,7 @@ References
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import field
 from typing import Any
 
@@ -101,6 +102,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         self._factor = self._inverse_factor = self._mode = self._inverse_mass = None
         self._from_draws = False
         self._served, self._forms = 0, True
+        self._last_asked: tuple[tuple, np.ndarray | None] | None = None
         super().__init__(*args, **kwargs)
 
     @classmethod
@@ -159,9 +161,13 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         draws = self._settled(draws)
         if len(draws) < 2:
             return None
+        key = _content_key(draws)
+        if self._last_asked is not None and self._last_asked[0] == key:
+            return self._last_asked[1]
         covariance = covariance_beyond_noise(draws)
-        if covariance is None or correlation_condition(covariance) < CORRELATED_CONDITION:
-            return None
+        if covariance is not None and correlation_condition(covariance) < CORRELATED_CONDITION:
+            covariance = None
+        self._last_asked = (key, covariance)
         return covariance
 
     def _settled(self, draws: np.ndarray) -> np.ndarray:
@@ -175,6 +181,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         nothing changes).
         """
         covariance = self.metric_from_draws(draws)
+        self._last_asked = None
         if covariance is None:
             return False
         try:
@@ -190,6 +197,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         self._factor = self._inverse_factor = self._mode = self._inverse_mass = None
         self._from_draws = False
         self._served, self._forms = 0, True
+        self._last_asked = None
 
     def whiten(self, position: np.ndarray) -> np.ndarray:
         """``L^-1 (x - mode)``."""
@@ -264,3 +272,15 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         np.sqrt(self._var, out=self._stds)
         np.divide(1, self._stds, out=self._inv_stds)
         self._var_pytensor.set_value(self._var)
+
+
+def _content_key(draws: np.ndarray) -> tuple:
+    """A key for the values of ``draws``: the verdict asks about the same draws twice.
+
+    Whether exact NUTS would take a metric from them (:meth:`WhitenedDiagAdapt.metric_from_draws`
+    through the explorer) and then, resuming, takes it; each asking costs five
+    eigendecompositions of the held-out covariance, about 3.7 s at d = 1507, and the hash
+    about 0.05 s for 4000 such draws.
+    """
+    contiguous = np.ascontiguousarray(draws)
+    return contiguous.shape, hashlib.blake2b(contiguous.view(np.uint8), digest_size=16).digest()

@@ -180,6 +180,33 @@ def test_draws_that_are_few_or_not_finite_leave_the_metric():
     assert not metric.whitened
 
 
+def test_the_verdicts_two_questions_about_the_same_draws_compute_the_covariance_once(
+    monkeypatch,
+):
+    """``takes_metric_from`` then ``resume`` ask about one chain's draws: five
+    eigendecompositions each, 3.7 s at d = 1507; other values are computed afresh."""
+    import pymc_rnshmc.step_methods.mode_metric as mode_metric
+
+    computed = []
+
+    def counted(draws):
+        computed.append(len(draws))
+        return covariance_beyond_noise(draws)
+
+    covariance_beyond_noise = mode_metric.covariance_beyond_noise
+    monkeypatch.setattr(mode_metric, "covariance_beyond_noise", counted)
+    metric, draws = WhitenedDiagAdapt(6, np.zeros(6), np.ones(6), 10), strongly_correlated_draws()
+    asked = metric.metric_from_draws(draws)
+    assert metric.use_draws(draws.copy())  # the same values in another array
+    assert len(computed) == 1
+    np.testing.assert_allclose(metric.covariance(), asked, rtol=1e-10)
+    changed = draws.copy()
+    changed[-1, 0] += 1e-9
+    metric.metric_from_draws(changed)
+    metric.metric_from_draws(draws)  # use_draws forgot the draws it took
+    assert len(computed) == 3
+
+
 def test_a_metric_from_draws_travels_with_the_sampling_state_and_reset_clears_it():
     metric = WhitenedDiagAdapt(6, np.zeros(6), np.ones(6), 10, dtype="float32")
     assert metric.use_draws(strongly_correlated_draws())
