@@ -5,7 +5,8 @@ numpy only: the step passes in what it read from its exact explorer (PyMC's adap
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from scipy import linalg
@@ -42,23 +43,25 @@ HALF_DRAWS = 8
 
 def candidate_metrics(
     variances: np.ndarray | None, positions: np.ndarray, gradients: np.ndarray
-) -> list:
-    """Candidate metrics of the surrogate dynamics.
+) -> Iterator:
+    """Candidate metrics of the surrogate dynamics, each made when it is asked for.
 
     The explorer's adapted diagonal metric (``variances``, if any) and a dense one from the
-    gradients; the positions' variances if neither is usable.
+    gradients; the positions' variances if neither is usable. The dense metric is not made
+    unless the budget lets a second metric be scored: at d = 1507 it took 2 s.
     """
-    metrics = []
-    if variances is not None and np.all(np.isfinite(variances)) and np.all(variances > 0):
-        metrics.append(DiagonalMetric(variances))
+    usable = variances is not None and np.all(np.isfinite(variances)) and np.all(variances > 0)
+    if usable:
+        yield DiagonalMetric(variances)
     try:
-        metrics.append(dense_metric_from_gradients(positions, gradients))
+        dense = dense_metric_from_gradients(positions, gradients)
     except (np.linalg.LinAlgError, ValueError):
-        pass
-    if not metrics:
+        dense = None
+    if dense is not None:
+        yield dense
+    elif not usable:
         variances = np.var(positions, axis=0)
-        metrics.append(DiagonalMetric(np.where(variances > 0, variances, 1.0)))
-    return metrics
+        yield DiagonalMetric(np.where(variances > 0, variances, 1.0))
 
 
 def quarter_period(metric, covariance: np.ndarray) -> float:
@@ -210,20 +213,22 @@ def choose_trajectory(
     dynamics that choose each trajectory's length themselves). ``out_of_time()``, if given,
     ends the comparison early, with the candidates scored so far (at least the first metric).
     """
-    metrics = candidate_metrics(explorer_variances, positions, gradients) + list(extra_metrics)
+    metrics = itertools.chain(
+        candidate_metrics(explorer_variances, positions, gradients), extra_metrics
+    )
     if path_length is None:
-        metric_lengths = [held_out_quarter_period(metric, positions) for metric in metrics]
         steps = (SCAN_STEPS_REFIT if refit else SCAN_STEPS) if scan_lengths else 0
         ratios = 2.0 ** (np.arange(-steps, steps + 1) / 4)
+        paired = ((metric, held_out_quarter_period(metric, positions)) for metric in metrics)
     else:
-        metric_lengths, ratios = [path_length] * len(metrics), np.ones(1)
+        ratios = np.ones(1)
+        paired = ((metric, path_length) for metric in metrics)
     chosen = np.linspace(0, positions.shape[0] - 1, min(N_SIMULATED_CHAINS, positions.shape[0]))
     starts = positions[chosen.round().astype(int)]
     return trajectory_tuning.tune(
         potential_fn=rows(surrogate.potential),
         gradient_fn=rows(surrogate.gradient),
-        metrics=metrics,
-        metric_lengths=metric_lengths,
+        metrics=paired,
         length_ratios=ratios,
         initial_step_size=step_size,
         starts=starts,

@@ -73,8 +73,7 @@ def _tune_on_a_gaussian(seed: int, dim: int = 4, out_of_time=None):
     return tune(
         potential,
         gradient,
-        [DiagonalMetric(np.ones(dim))],
-        metric_lengths=[0.5],  # a poor start: the scan must find the way
+        [(DiagonalMetric(np.ones(dim)), 0.5)],  # a poor start: the scan must find the way
         length_ratios=2.0 ** (np.arange(-2, 9) / 2),  # 0.25 .. 8
         initial_step_size=0.5,
         starts=starts,
@@ -106,9 +105,9 @@ def test_a_scan_out_of_time_stops_with_the_candidates_scored_so_far():
     full = _tune_on_a_gaussian(seed=1)
     asked = []
 
-    def out_of_time() -> bool:  # the budget is spent after two lengths of the scan
+    def out_of_time() -> bool:  # asked at the start, after the metric, before each length
         asked.append(True)
-        return len(asked) > 2
+        return len(asked) > 4  # spent after two lengths of the scan
 
     cut = _tune_on_a_gaussian(seed=1, out_of_time=out_of_time)
     assert len(full.candidates) > 3
@@ -124,8 +123,7 @@ def test_out_of_time_from_the_start_scores_the_first_metric_only():
     choice = tune(
         lambda points: 0.5 * np.sum(points**2, axis=-1),
         lambda points: points,
-        metrics,
-        metric_lengths=[1.5, 1.5, 1.5],
+        ((metric, 1.5) for metric in metrics),
         length_ratios=2.0 ** (np.arange(-2, 3) / 4),
         initial_step_size=0.5,
         starts=rng.normal(size=(16, 3)),
@@ -135,6 +133,34 @@ def test_out_of_time_from_the_start_scores_the_first_metric_only():
     )
     assert [c.metric for c in choice.candidates] == [metrics[0]]
     assert choice.best.metric is metrics[0] and choice.best.path_length == 1.5
+
+
+def test_out_of_time_from_the_start_makes_no_metric_it_will_not_score():
+    made = []
+
+    def metrics():
+        for scale in (1.0, 2.0):
+            made.append(scale)
+            yield DiagonalMetric(np.full(3, scale)), 1.5
+
+    rng = np.random.default_rng(4)
+    arguments = {
+        "length_ratios": np.ones(1),
+        "initial_step_size": 0.5,
+        "starts": rng.normal(size=(16, 3)),
+        "cost_per_step": 0.01,
+    }
+    gaussian = (lambda points: 0.5 * np.sum(points**2, axis=-1), lambda points: points)
+    sole = tune(
+        *gaussian, metrics(), rng=np.random.default_rng(5), out_of_time=lambda: True, **arguments
+    )
+    assert made == [1.0] and len(sole.candidates) == 1
+    made.clear()
+    both = tune(*gaussian, metrics(), rng=np.random.default_rng(5), **arguments)
+    assert made == [1.0, 2.0] and len(both.candidates) == 2
+    # the sole candidate's simulation chooses nothing: it is short
+    assert sole.best.step_size == both.candidates[0].step_size
+    assert sole.best.ess_mean != both.candidates[0].ess_mean
 
 
 def test_the_quarter_period_is_that_of_the_slowest_direction_under_the_metric():
