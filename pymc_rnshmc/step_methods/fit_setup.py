@@ -1,4 +1,4 @@
-"""What a fit is set up with: its weighed error, the setup deadline, and its dynamics.
+"""What a fit is set up with: its time limit, weighed error, the setup deadline, and dynamics.
 
 The steps of the warm-up's first fit and of each refit between fitting a surrogate and starting
 it, as functions of explicit values rather than of the warm-up: the held-out error the economy
@@ -9,6 +9,7 @@ numpy only.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
@@ -22,10 +23,12 @@ from pymc_rnshmc.step_methods.collapse_watch import COLLAPSE_WINDOW
 from pymc_rnshmc.step_methods.dynamics import DynamicsSetting
 from pymc_rnshmc.step_methods.economy import Economy
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate
+from pymc_rnshmc.step_methods.time_limit import RESUME_AT_ONCE, Deadline, why_unenforceable
 from pymc_rnshmc.surrogates.base import fit_summary, held_out_error, reports_held_out_error
 
 __all__ = [
     "choose_dynamics",
+    "fit_time_limit",
     "fit_window",
     "log_fit",
     "setup_deadline",
@@ -47,6 +50,19 @@ def fit_window(host, window: tuple, laplace, rng: np.random.Generator) -> tuple:
     return fit_surrogate(
         host.new_surrogate(), positions, potentials, gradients, laplace, rng.spawn(1)[0]
     )
+
+
+def fit_time_limit(seconds: float) -> contextlib.AbstractContextManager:
+    """A limit of ``seconds`` on a fit: :class:`~pymc_rnshmc.step_methods.time_limit.Deadline`.
+
+    Raises :class:`~pymc_rnshmc.exceptions.EvaluationTimeout` once they pass. No limit for
+    infinite ``seconds`` or where a signal cannot interrupt the fit (another thread than the
+    main one, no SIGALRM: :func:`~pymc_rnshmc.step_methods.time_limit.why_unenforceable`); a fit
+    makes a fresh surrogate, so abandoning one leaves nothing half-changed.
+    """
+    if not np.isfinite(seconds) or why_unenforceable() is not None:
+        return contextlib.nullcontext()
+    return Deadline(max(float(seconds), RESUME_AT_ONCE))
 
 
 def weighed_error(surrogate, values_only: bool) -> float:

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pymc_rnshmc.exceptions import FIT_ERRORS, SurrogateWarning
+from pymc_rnshmc.exceptions import FIT_ERRORS, EvaluationTimeout, SurrogateWarning
 from pymc_rnshmc.hmc.explored_region import ExploredRegion
 from pymc_rnshmc.hmc.kernel import SurrogateKernel
 from pymc_rnshmc.hmc.trajectory_tuning import TrajectoryChoice
@@ -51,6 +51,7 @@ from pymc_rnshmc.step_methods.dynamics import Dynamics
 from pymc_rnshmc.step_methods.economy import Economy, Verdict, unchecked_fit_too_poor
 from pymc_rnshmc.step_methods.fit_setup import (
     choose_dynamics,
+    fit_time_limit,
     fit_window,
     log_fit,
     setup_deadline,
@@ -277,10 +278,21 @@ class SurrogateWarmup:
                 f"Sampling continues with {exact}. Increase `tune` (or `exploration_steps`).",
             )
             return
+        draws_left = self.draws_left(iteration) * host.chains_sharing()
+        limit = self.economy.fit_limit(draws_left)
         try:
-            surrogate, gradients = fit_window(
-                host, (positions, potentials, gradients), self.laplace, rng
+            with fit_time_limit(limit):
+                surrogate, gradients = fit_window(
+                    host, (positions, potentials, gradients), self.laplace, rng
+                )
+        except EvaluationTimeout:
+            self._fall_back_to_exact(
+                f"{name}'s surrogate fit on {positions.shape[0]} points in "
+                f"{positions.shape[1]} dimensions was stopped after {limit:.3g} s, as long as "
+                f"{exact} needs for the {draws_left} draws left: on a model this cheap the "
+                f"surrogate cannot pay for its fit. Sampling continues with {exact}."
             )
+            return
         except FIT_ERRORS as err:
             self._postpone_or_fall_back(
                 iteration,

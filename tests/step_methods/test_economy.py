@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,6 +19,7 @@ import pytest
 
 from pymc_rnshmc import RNSHMC, RandomNetworkSurrogate
 from pymc_rnshmc.step_methods.economy import (
+    FIT_LIMIT_SHARE,
     SETUP_SHARE,
     VERDICT_COST_RATIO,
     VERDICT_DRAWS,
@@ -254,6 +256,15 @@ def test_the_setup_budget_is_a_share_of_what_exact_nuts_still_needs():
     assert Economy(weighs=False, costs=economy.costs).setup_budget(1000) == np.inf
 
 
+def test_the_first_fit_may_take_as_long_as_exact_nuts_needs_to_finish():
+    economy = Economy()
+    assert economy.fit_limit(draws_left=1000) == np.inf  # nothing measured yet
+    for _ in range(10):
+        economy.note_draw(0, 7, 2e-3)
+    assert economy.fit_limit(draws_left=1000) == pytest.approx(FIT_LIMIT_SHARE * 2.0)
+    assert Economy(weighs=False, costs=economy.costs).fit_limit(1000) == np.inf
+
+
 def test_a_poor_fit_awaiting_a_verdict_that_can_still_come_skips_its_setup():
     economy = Economy()
     poor, fair = VERDICT_FIT_ERROR * 1.01, VERDICT_FIT_ERROR * 0.99
@@ -332,3 +343,43 @@ def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
     assert np.all(phase == 3)
     draws = np.asarray(idata.posterior["x"].values).reshape(-1, 2)
     assert np.all(np.abs(draws.mean(axis=0) - [1.0, -1.0]) < 4 * np.array([0.5, 2.0]) / 10)
+
+
+class SlowFit(RandomNetworkSurrogate):
+    """A network whose fit takes a second longer: far more than a cheap model's NUTS needs."""
+
+    def fit(self, *args, **kwargs):
+        time.sleep(1.0)
+        return super().fit(*args, **kwargs)
+
+
+@pytest.mark.parametrize("weigh_costs", [True, False])
+def test_a_first_fit_slower_than_finishing_with_exact_nuts_is_abandoned(weigh_costs):
+    with pm.Model() as model:
+        pm.Normal("x", mu=[1.0, -1.0], sigma=[0.5, 2.0])
+    clock = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        idata, step = sample_with(
+            RNSHMC,
+            model,
+            tune=300,
+            draws=200,
+            seed=6,
+            chains=1,
+            surrogate=SlowFit(),
+            weigh_costs=weigh_costs,
+            exploration_steps=100,
+        )
+    seconds = time.perf_counter() - clock
+    told = [str(w.message) for w in caught if "cannot pay for its fit" in str(w.message)]
+    phases = set(np.asarray(idata.sample_stats["phase"].values).ravel().tolist())
+    if not weigh_costs:  # nothing weighed: the slow fit is made and its surrogate draws
+        assert not told and step._chain.warmup.phase != Phase.EXACT
+        return
+    assert len(told) == 1 and "stopped after" in told[0] and "exact NUTS" in told[0]
+    assert step._chain.warmup.phase == Phase.EXACT and step._chain.warmup.surrogate is None
+    assert len(phases) == 1  # every kept draw exact NUTS's
+    assert seconds < 1.0  # the fit was not waited for
+    draws = np.asarray(idata.posterior["x"].values).reshape(-1, 2)
+    assert np.all(np.abs(draws.mean(axis=0) - [1.0, -1.0]) < 4 * np.array([0.5, 2.0]) / 8)
