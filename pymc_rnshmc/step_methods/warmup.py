@@ -286,11 +286,19 @@ class SurrogateWarmup:
                     host, (positions, potentials, gradients), self.laplace, rng
                 )
         except EvaluationTimeout:
-            self._fall_back_to_exact(
-                f"{name}'s surrogate fit on {positions.shape[0]} points in "
-                f"{positions.shape[1]} dimensions was stopped after {limit:.3g} s, as long as "
-                f"{exact} needs for the {draws_left} draws left: on a model this cheap the "
-                f"surrogate cannot pay for its fit. Sampling continues with {exact}."
+            self.phase = Phase.EXACT
+            self.plan.stop()
+            _log.info(
+                "%s continues with %s: its surrogate cannot pay on this model (its fit on %d "
+                "points in %d dimensions was stopped after %.3g s, as long as %s needs for the "
+                "%d draws left).",
+                name,
+                exact,
+                positions.shape[0],
+                positions.shape[1],
+                limit,
+                exact,
+                draws_left,
             )
             return
         except FIT_ERRORS as err:
