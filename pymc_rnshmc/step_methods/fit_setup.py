@@ -31,6 +31,7 @@ __all__ = [
     "fit_time_limit",
     "fit_window",
     "log_fit",
+    "log_fit_stopped",
     "setup_deadline",
     "warn_if_unchecked",
     "weighed_error",
@@ -148,6 +149,25 @@ def log_fit(settings, surrogate, choice: TrajectoryChoice, n_points: int, first:
         best.step_size,
         f"path length {best.path_length:.3g}" if dynamics.chooses_path_length else "NUTS trees",
         best.ess_mean,
+    )
+
+
+def log_fit_stopped(settings, shape: tuple[int, int], limit: float, draws_left: int) -> None:
+    """One log line: a first fit on ``shape`` (points, dimensions) ran past its ``limit``.
+
+    The limit is what exact NUTS needs for the ``draws_left`` draws still to come
+    (:meth:`~pymc_rnshmc.step_methods.economy.Economy.fit_limit`); the chain continues with it.
+    """
+    exact = settings.exact_sampler
+    _log.info(
+        "%s continues with %s: its surrogate cannot pay on this model (its fit on %d points in "
+        "%d dimensions was stopped after %.3g s, as long as %s needs for the %d draws left).",
+        settings.name,
+        exact,
+        *shape,
+        limit,
+        exact,
+        draws_left,
     )
 
 

@@ -54,6 +54,7 @@ from pymc_rnshmc.step_methods.fit_setup import (
     fit_time_limit,
     fit_window,
     log_fit,
+    log_fit_stopped,
     setup_deadline,
     warn_if_unchecked,
     weighed_error,
@@ -278,29 +279,8 @@ class SurrogateWarmup:
                 f"Sampling continues with {exact}. Increase `tune` (or `exploration_steps`).",
             )
             return
-        draws_left = self.draws_left(iteration) * host.chains_sharing()
-        limit = self.economy.fit_limit(draws_left)
         try:
-            with fit_time_limit(limit):
-                surrogate, gradients = fit_window(
-                    host, (positions, potentials, gradients), self.laplace, rng
-                )
-        except EvaluationTimeout:
-            self.phase = Phase.EXACT
-            self.plan.stop()
-            _log.info(
-                "%s continues with %s: its surrogate cannot pay on this model (its fit on %d "
-                "points in %d dimensions was stopped after %.3g s, as long as %s needs for the "
-                "%d draws left).",
-                name,
-                exact,
-                positions.shape[0],
-                positions.shape[1],
-                limit,
-                exact,
-                draws_left,
-            )
-            return
+            fitted = self._fit_in_time(iteration, host, (positions, potentials, gradients), rng)
         except FIT_ERRORS as err:
             self._postpone_or_fall_back(
                 iteration,
@@ -309,6 +289,9 @@ class SurrogateWarmup:
                 "which is correct but gets no speed-up.",
             )
             return
+        if fitted is None:
+            return
+        surrogate, gradients = fitted
         if self.start.postpones(held_out_error(surrogate), iteration, end_of_tuning):
             return
         error = weighed_error(surrogate, self.settings.values_only)
@@ -340,6 +323,23 @@ class SurrogateWarmup:
         warn_if_unchecked(self.settings.name, surrogate, positions.shape[0], tuning_left)
         self._start(surrogate, choice, positions, gradients, iteration, host, end_of_tuning)
         host.surrogate_installed()
+
+    def _fit_in_time(self, iteration: int, host: WarmupHost, window: tuple, rng) -> tuple | None:
+        """The first fit, ``(surrogate, gradients)``, within the economy's fit limit.
+
+        ``None`` if it ran out (:meth:`~pymc_rnshmc.step_methods.economy.Economy.fit_limit`):
+        exact NUTS then continues for good, and says why in one log line.
+        """
+        draws_left = self.draws_left(iteration) * host.chains_sharing()
+        limit = self.economy.fit_limit(draws_left)
+        try:
+            with fit_time_limit(limit):
+                return fit_window(host, window, self.laplace, rng)
+        except EvaluationTimeout:
+            self.phase = Phase.EXACT
+            self.plan.stop()
+            log_fit_stopped(self.settings, window[0].shape, limit, draws_left)
+            return None
 
     def refit(self, iteration: int, rng, host: WarmupHost) -> None:
         """Refit on the grown record and re-choose the dynamics (a shorter scan of lengths).
