@@ -24,7 +24,12 @@ from pymc_rnshmc.step_methods.dynamics import DynamicsSetting
 from pymc_rnshmc.step_methods.economy import Economy
 from pymc_rnshmc.step_methods.kernel_fit import candidate_metrics, fit_surrogate
 from pymc_rnshmc.step_methods.time_limit import RESUME_AT_ONCE, Deadline, why_unenforceable
-from pymc_rnshmc.surrogates.base import fit_summary, held_out_error, reports_held_out_error
+from pymc_rnshmc.surrogates.base import (
+    fit_evaluates_models,
+    fit_summary,
+    held_out_error,
+    reports_held_out_error,
+)
 
 __all__ = [
     "choose_dynamics",
@@ -40,17 +45,24 @@ __all__ = [
 _log = logging.getLogger("pymc.rnshmc")
 
 
-def fit_window(host, window: tuple, laplace, rng: np.random.Generator) -> tuple:
+def fit_window(
+    host, window: tuple, laplace, rng: np.random.Generator, limit: float = np.inf
+) -> tuple:
     """``(surrogate, gradients)``: a new surrogate of ``host``'s fitted to the training ``window``.
 
     ``window``: positions, potentials and gradients (``None`` without); ``laplace``: the mode
     search's approximation, if any, as a base
-    (:func:`~pymc_rnshmc.step_methods.kernel_fit.fit_surrogate`).
+    (:func:`~pymc_rnshmc.step_methods.kernel_fit.fit_surrogate`). ``limit``: seconds after
+    which the fit is abandoned (:func:`fit_time_limit`), unless it evaluates a model
+    (:func:`~pymc_rnshmc.surrogates.base.fit_evaluates_models`): a sparse grid's exact nodes
+    are its sampler's design, bounded by its own ``max_grid``, and a model's first evaluation
+    compiles its function (on PyMC 5 in a fresh environment the grid's fit in the banana
+    notebook's smoke run passed a limit of about 0.4 s that way).
     """
     positions, potentials, gradients = window
-    return fit_surrogate(
-        host.new_surrogate(), positions, potentials, gradients, laplace, rng.spawn(1)[0]
-    )
+    surrogate = host.new_surrogate()
+    with fit_time_limit(np.inf if fit_evaluates_models(surrogate) else limit):
+        return fit_surrogate(surrogate, positions, potentials, gradients, laplace, rng.spawn(1)[0])
 
 
 def fit_time_limit(seconds: float) -> contextlib.AbstractContextManager:

@@ -51,7 +51,6 @@ from pymc_rnshmc.step_methods.dynamics import Dynamics
 from pymc_rnshmc.step_methods.economy import Economy, Verdict, unchecked_fit_too_poor
 from pymc_rnshmc.step_methods.fit_setup import (
     choose_dynamics,
-    fit_time_limit,
     fit_window,
     log_fit,
     log_fit_stopped,
@@ -333,8 +332,7 @@ class SurrogateWarmup:
         draws_left = self.draws_left(iteration) * host.chains_sharing()
         limit = self.economy.fit_limit(draws_left)
         try:
-            with fit_time_limit(limit):
-                return fit_window(host, window, self.laplace, rng)
+            return fit_window(host, window, self.laplace, rng, limit)
         except EvaluationTimeout:
             self.phase = Phase.EXACT
             self.plan.stop()

@@ -163,6 +163,15 @@ def reports_held_out_error(surrogate) -> bool:
     return hasattr(report, "held_out_error") or hasattr(report, "gradient_error")
 
 
+def fit_evaluates_models(surrogate) -> bool:
+    """Whether the surrogate's fit evaluates a model (a grid's exact nodes, a coarse model).
+
+    Such a fit's seconds are mostly evaluations, the first of which may compile the model's
+    function; a fit that only computes declares nothing (``fit_evaluates_models`` false).
+    """
+    return bool(getattr(surrogate, "fit_evaluates_models", False))
+
+
 def with_gaussian_base(surrogate, mean: np.ndarray, covariance: np.ndarray):
     """The surrogate with ``N(mean, covariance)`` as the base of its fits to values.
 

@@ -220,6 +220,7 @@ class CoarseCorrectedSurrogate:
 
     defined_everywhere = True
     is_gradient_field = True
+    fit_evaluates_models = True
 
     def __init__(
         self,

@@ -10,9 +10,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from pymc_rnshmc import RandomNetworkSurrogate
+from pymc_rnshmc.exceptions import EvaluationTimeout
 from pymc_rnshmc.step_methods.economy import VERDICT_DRAWS, VERDICT_FIT_ERROR, Economy
 from pymc_rnshmc.step_methods.fit_setup import (
     choose_dynamics,
+    fit_window,
     log_fit,
     setup_deadline,
     weighed_error,
@@ -90,3 +93,33 @@ def test_the_first_fit_is_told_at_info_refits_at_debug(caplog):
     assert levels == [(logging.INFO, True), (logging.DEBUG, True)]
     assert "dense metric" in caplog.records[0].message
     assert "path length 1.1" in caplog.records[0].message
+
+
+class SlowFit(RandomNetworkSurrogate):
+    """A network whose fit first waits, as a model's first evaluation compiles."""
+
+    def __init__(self, evaluates: bool) -> None:
+        super().__init__()
+        self.fit_evaluates_models = evaluates
+
+    def fit(self, *args, **kwargs):
+        time.sleep(0.3)
+        return super().fit(*args, **kwargs)
+
+
+@pytest.mark.parametrize("evaluates", [False, True])
+def test_a_fit_past_its_limit_is_abandoned_unless_it_evaluates_a_model(evaluates):
+    rng = np.random.default_rng(2)
+    positions = rng.normal(size=(60, 2))
+    window = (positions, 0.5 * np.sum(positions**2, axis=1), positions)
+    host = SimpleNamespace(new_surrogate=lambda: SlowFit(evaluates))
+    clock = time.perf_counter()
+    if not evaluates:
+        with pytest.raises(EvaluationTimeout):
+            fit_window(host, window, None, rng, limit=0.05)
+        assert time.perf_counter() - clock < 0.25
+        return
+    surrogate, gradients = fit_window(host, window, None, rng, limit=0.05)
+    assert surrogate.is_fitted and gradients is window[2]
+    surrogate, _ = fit_window(host, window, None, rng)  # no limit: fits whatever it evaluates
+    assert surrogate.is_fitted

@@ -248,6 +248,7 @@ class BoxSurrogate:
     cells_per_dimension: int | None = None
     defined_everywhere = False
     is_gradient_field = True
+    fit_evaluates_models = True
 
     def __init__(
         self,
