@@ -244,24 +244,18 @@ def test_the_economy_sorts_draws_by_phase_and_judges_once_on_its_windows():
     assert economy.first_fit_at == 200 and economy.costs.surrogate == []
 
 
-def test_the_setup_budget_is_a_share_of_what_exact_nuts_still_needs():
+def test_the_setup_budget_and_the_fit_limit_are_shares_of_what_exact_nuts_still_needs():
     economy = Economy()
     assert economy.setup_budget(draws_left=1000) == np.inf  # nothing measured yet
+    assert economy.fit_limit(draws_left=1000) == np.inf
     for _ in range(10):
         economy.note_draw(0, 7, 2e-3)
     assert economy.setup_budget(draws_left=1000) == pytest.approx(SETUP_SHARE * 2.0)
+    assert economy.fit_limit(draws_left=1000) == pytest.approx(FIT_LIMIT_SHARE * 2.0)
     # one budget for the chain: what earlier fits took is spent
     assert economy.setup_budget(1000, spent=0.25) == pytest.approx(SETUP_SHARE * 2.0 - 0.25)
-    assert Economy(weighs=False, costs=economy.costs).setup_budget(1000) == np.inf
-
-
-def test_the_first_fit_may_take_as_long_as_exact_nuts_needs_to_finish():
-    economy = Economy()
-    assert economy.fit_limit(draws_left=1000) == np.inf  # nothing measured yet
-    for _ in range(10):
-        economy.note_draw(0, 7, 2e-3)
-    assert economy.fit_limit(draws_left=1000) == pytest.approx(FIT_LIMIT_SHARE * 2.0)
-    assert Economy(weighs=False, costs=economy.costs).fit_limit(1000) == np.inf
+    unweighed = Economy(weighs=False, costs=economy.costs)
+    assert unweighed.setup_budget(1000) == unweighed.fit_limit(1000) == np.inf
 
 
 def test_a_poor_fit_awaiting_a_verdict_that_can_still_come_skips_its_setup():
@@ -319,23 +313,27 @@ class SlowSurrogate(RandomNetworkSurrogate):
         return super().gradient(position)
 
 
-def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
+def sampled_and_told(caplog, **options):
+    """One chain of RNSHMC on two independent normals, and the package's log lines."""
     with pm.Model() as model:
         pm.Normal("x", mu=[1.0, -1.0], sigma=[0.5, 2.0])
     with caplog.at_level(logging.INFO, logger="pymc.rnshmc"):
-        idata, step = sample_with(
-            RNSHMC,
-            model,
-            tune=600,
-            draws=400,
-            seed=5,
-            chains=1,
-            surrogate=SlowSurrogate(),
-            safety_net=0.0,
-            weigh_costs=True,
-            exploration_steps=200,  # NUTS's cost rests on enough effective draws to be trusted
-        )
-    told = [r.getMessage() for r in caplog.records if "does not pay" in r.getMessage()]
+        idata, step = sample_with(RNSHMC, model, chains=1, **options)
+    return idata, step, [record.getMessage() for record in caplog.records]
+
+
+def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
+    idata, step, lines = sampled_and_told(
+        caplog,
+        tune=600,
+        draws=400,
+        seed=5,
+        surrogate=SlowSurrogate(),
+        safety_net=0.0,
+        weigh_costs=True,
+        exploration_steps=200,  # NUTS's cost rests on enough effective draws to be trusted
+    )
+    told = [line for line in lines if "does not pay" in line]
     assert len(told) == 1 and "exact NUTS" in told[0]
     assert not step._chain.warmup.economy.verdict.surrogate_pays
     phase = np.asarray(idata.sample_stats["phase"].values).ravel()
@@ -354,23 +352,18 @@ class SlowFit(RandomNetworkSurrogate):
 
 @pytest.mark.parametrize("weigh_costs", [True, False])
 def test_a_first_fit_slower_than_finishing_with_exact_nuts_is_abandoned(weigh_costs, caplog):
-    with pm.Model() as model:
-        pm.Normal("x", mu=[1.0, -1.0], sigma=[0.5, 2.0])
     clock = time.perf_counter()
-    with caplog.at_level(logging.INFO, logger="pymc.rnshmc"):
-        idata, step = sample_with(
-            RNSHMC,
-            model,
-            tune=300,
-            draws=200,
-            seed=6,
-            chains=1,
-            surrogate=SlowFit(),
-            weigh_costs=weigh_costs,
-            exploration_steps=100,
-        )
+    idata, step, lines = sampled_and_told(
+        caplog,
+        tune=300,
+        draws=200,
+        seed=6,
+        surrogate=SlowFit(),
+        weigh_costs=weigh_costs,
+        exploration_steps=100,
+    )
     seconds = time.perf_counter() - clock
-    told = [r.getMessage() for r in caplog.records if "cannot pay" in r.getMessage()]
+    told = [line for line in lines if "cannot pay" in line]
     phases = set(np.asarray(idata.sample_stats["phase"].values).ravel().tolist())
     if not weigh_costs:  # nothing weighed: the slow fit is made and its surrogate draws
         assert not told and step._chain.warmup.phase != Phase.EXACT
