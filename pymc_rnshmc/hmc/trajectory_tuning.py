@@ -262,12 +262,12 @@ def tune(
         cost_per_step=cost_per_step,
         rng=rng,
         target_accept=target_accept,
+        n_draws=n_draws,
         max_steps=max_steps,
     )
     out_of_time = out_of_time or (lambda: False)
-    scored, pending = [], iter(metrics)
-    sole = out_of_time()
-    for attempt, (metric, length) in enumerate(pending):
+    scored, sole = [], out_of_time()
+    for attempt, (metric, length) in enumerate(metrics):
         candidate = simulate(
             metric,
             float(length),
@@ -283,8 +283,7 @@ def tune(
         raise ValueError("No trajectory candidate could be simulated.")
     reference = max(scored, key=lambda c: c.efficiency)
     path_lengths = reference.path_length * np.asarray(length_ratios, dtype=float)
-    scan = partial(simulate, n_draws=n_draws)
-    candidates = scored + _scan_lengths(scan, reference, path_lengths, out_of_time)
+    candidates = scored + _scan_lengths(simulate, reference, path_lengths, out_of_time)
     return TrajectoryChoice.of(candidates)
 
 
