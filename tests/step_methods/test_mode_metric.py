@@ -92,6 +92,17 @@ def test_velocity_follows_every_change_of_the_metric():
     np.testing.assert_allclose(metric.velocity(momentum), 2.0 * COVARIANCE @ momentum)
 
 
+@pytest.mark.parametrize("out_dtype", ["float64", "float32"])
+def test_velocity_writes_into_out_of_either_precision(out_dtype):
+    """PyMC's leapfrog passes ``out``; one that ``numpy.dot`` refuses gets the product too."""
+    metric, momentum = potential(), np.array([0.3, -1.2, 2.0])
+    metric.velocity(momentum)  # forms M^-1 (its predecessor served long enough)
+    assert metric._inverse_mass is not None
+    out = np.full(3, np.nan, dtype=out_dtype)
+    assert metric.velocity(momentum, out=out) is out
+    np.testing.assert_allclose(out, COVARIANCE @ momentum, rtol=1e-6)
+
+
 def test_m_inverse_is_formed_only_for_a_metric_expected_to_serve_long_enough():
     # forming costs about d^3, a call d^2: a metric changing at every draw of a wide model
     # (each serving fewer than d / 2 calls) is applied by its two factors instead
