@@ -94,15 +94,17 @@ class RNSHMC(SurrogateHMC):
     refit_during_tuning : bool
         Learn from the surrogate draws of tuning and refit (step 3 above).
     weigh_costs : bool
-        Let the seconds measured while tuning decide three things
-        (:mod:`~pymc_rnshmc.step_methods.economy`): a fit's choice of metric and path length
-        stops, with the best candidate scored so far, once the chain's fits have taken half of
-        what exact NUTS would need for the draws still to come; refits after the first are
-        made only while each is predicted to cost at most half of what the surrogate's draws
-        still save against exact NUTS draws; and after the first fit's surrogate has made 100
-        tuning draws, if its seconds per effective draw are 1.5 times the exploration's exact NUTS
-        draws' or more (a cheap model, or a surrogate that mixes poorly), the chain continues
-        with exact NUTS for good and says why in one log line. Either way the draws are exact.
+        Let the seconds measured while tuning decide four things
+        (:mod:`~pymc_rnshmc.step_methods.economy`): a chain's first fit is abandoned for exact
+        NUTS once it has taken as long as exact NUTS needs to finish the chain; a fit's choice
+        of metric and path length stops, with the best candidate scored so far, once the
+        chain's fits have taken half of what exact NUTS would need for the draws still to come;
+        refits after the first are made only while each is predicted to cost at most half of
+        what the surrogate's draws still save against exact NUTS draws; and after the first
+        fit's surrogate has made 100 tuning draws, if its seconds per effective draw are 1.5
+        times the exploration's exact NUTS draws' or more (a cheap model, or a surrogate that
+        mixes poorly), the chain continues with exact NUTS for good and says why in one log
+        line. Either way the draws are exact.
         Because these choices depend on timings, a seed reproduces its draws only when the
         same choices are made (they are logged); ``False`` makes the draws a function of the
         seed alone and keeps the surrogate (say, to try it on a cheap version of an expensive

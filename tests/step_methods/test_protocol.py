@@ -324,6 +324,43 @@ def test_a_step_object_reused_for_a_second_call_gives_the_same_draws(model, samp
     np.testing.assert_array_equal(posterior_draws(reused, "x"), posterior_draws(fresh, "x"))
 
 
+def test_a_reused_step_samples_the_data_set_between_its_calls(sampler):
+    # the exact model reads pm.Data's shared values, and the first call's surrogate is not kept
+    if sampler.black_box or "coarse" in sampler.options:
+        pytest.skip("the black box and the coarse model hold their own data")
+    with pm.Model():
+        observed = pm.Data("observed", np.zeros(20))
+        pm.Normal("y", pm.Normal("mu", 0.0, 10.0), 1.0, observed=observed)
+        step = sampler.make()
+        first = sample_one_chain(step, draws=DRAWS, seed=3)
+        pm.set_data({"observed": np.full(20, 5.0)})
+        second = sample_one_chain(step, draws=DRAWS, seed=3)
+    # posterior means 0 and 4.99, standard deviation 0.22
+    assert abs(posterior_draws(first, "mu").mean()) < 0.5
+    assert abs(posterior_draws(second, "mu").mean() - 4.99) < 0.5
+
+
+def test_a_multitrace_and_the_callback_carry_the_declared_stats(model, sampler):
+    draws = []
+    with model:
+        trace = pm.sample(
+            step=sampler.make(),
+            tune=TUNE,
+            draws=20,
+            chains=1,
+            random_seed=4,
+            progressbar=False,
+            compute_convergence_checks=False,
+            return_inferencedata=False,
+            callback=lambda trace, draw: draws.append(draw),
+        )
+    declared = set(sampler.stats) - {"warning"}
+    assert len(trace) == 20 and declared <= set(trace.stat_names)
+    assert [draw.tuning for draw in draws] == [True] * TUNE + [False] * 20
+    assert all(declared <= set(draw.stats[0]) for draw in draws)
+    assert {int(draw.stats[0]["phase"]) for draw in draws[-20:]} <= {1, 2, 3}
+
+
 def test_set_rng_starts_a_chain_on_both_pymc_generations(model, sampler):
     # PyMC 6 replaced set_rng with setup_chain; a user's set_rng call must still work.
     with model:
