@@ -18,8 +18,11 @@ whether the sampler warned. A run is **flagged** when PyMC's own checks would wa
 **wrong** when a mean is more than ``WRONG`` MCSE off; a **confident wrong answer** is wrong and
 not flagged.
 
-The posteriors are split in two: ``TUNE`` (the banana of the issue that found the problem, on
-which the defaults were chosen) and ``CHECK`` (held out: nothing was chosen on them).
+The posteriors are split in three: ``tune`` (the banana of the issue that found the problem,
+on which the defaults were chosen), ``check`` (held out: nothing was chosen on them) and
+``check_new``, added after the defaults were last changed and never used to choose anything:
+Neal's centred funnel at two scales (``funnel``: ``v ~ N(0, 1.5)``; ``funnel-neal``:
+``N(0, 3)``, where PyMC's NUTS is known to miss the neck) and a ring (``|b|`` normal about 3).
 Results go to ``benchmarks/results/<output>.{json,md}``.
 """
 
@@ -139,12 +142,70 @@ def student_t_reference(dim: int = 4, nu: float = 3.0) -> Reference:
     )
 
 
+def funnel_reference(name: str = "funnel", scale: float = 1.5) -> Reference:
+    """Neal's funnel, centred, in two dimensions: ``v ~ N(0, scale)``, ``x ~ N(0, exp(v / 2))``.
+
+    The neck (``v`` low, ``x`` squeezed) is where a surrogate fitted on the bulk, and NUTS with
+    one step size, are likeliest to fail. ``x``'s quantiles solve its CDF, a normal mixture
+    integrated over ``v`` by Gauss-Hermite quadrature.
+    """
+
+    def build():
+        with pm.Model() as model:
+            b = pm.Flat("b", shape=2)  # (v, x), one variable as the battery reads it
+            v_part = pm.logp(pm.Normal.dist(0.0, scale), b[0])
+            pm.Potential(
+                "funnel", v_part + pm.logp(pm.Normal.dist(0.0, pm.math.exp(b[0] / 2)), b[1])
+            )
+        return model
+
+    nodes, weights = np.polynomial.hermite_e.hermegauss(200)
+    weights = weights / weights.sum()
+
+    def x_cdf(value: float) -> float:
+        return float(np.sum(weights * stats.norm.cdf(value / np.exp(scale * nodes / 2))))
+
+    def x_quantile(quantile: float) -> float:
+        from scipy.optimize import brentq
+
+        return brentq(lambda value: x_cdf(value) - quantile, -1e3, 1e3, xtol=1e-10)
+
+    quantiles = np.array([[stats.norm(0, scale).ppf(q), x_quantile(q)] for q in QUANTILES])
+    return Reference(
+        name, "check_new", build, "b", np.zeros(2), quantiles, lambda b: b[:, 0] < -2 * scale
+    )
+
+
+def ring_reference(radius: float = 3.0, width: float = 0.3) -> Reference:
+    """A ring in two dimensions, ``|b| ~ N(radius, width)`` in log density: curved all round."""
+
+    def log_density(b1, b2):
+        return -((np.hypot(b1, b2) - radius) ** 2) / (2 * width**2)
+
+    def build():
+        with pm.Model() as model:
+            b = pm.Flat("b", shape=2, initval=np.array([radius, 0.0]))
+            pm.Potential(
+                "ring", -((pm.math.sqrt(b[0] ** 2 + b[1] ** 2) - radius) ** 2) / (2 * width**2)
+            )
+        return model
+
+    means, quantiles = _grid_reference(log_density, np.linspace(-5.0, 5.0, 2001))
+    outer = radius + 2 * width
+    return Reference(
+        "ring", "check_new", build, "b", means, quantiles, lambda b: np.hypot(*b.T) > outer
+    )
+
+
 REFERENCES = {
     "banana": lambda: banana_reference("banana", "tune", 1, 100, 2.0),
     "banana-2015": lambda: banana_reference("banana-2015", "tune", 2015, 100, 2.0),
     "sharp-banana": lambda: banana_reference("sharp-banana", "check", 7, 50, 1.0),
     "log-gamma": log_gamma_reference,
     "student-t": student_t_reference,
+    "funnel": funnel_reference,
+    "funnel-neal": lambda: funnel_reference("funnel-neal", 3.0),
+    "ring": ring_reference,
 }
 
 
