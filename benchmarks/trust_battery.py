@@ -22,7 +22,8 @@ The posteriors are split in three: ``tune`` (the banana of the issue that found 
 on which the defaults were chosen), ``check`` (held out: nothing was chosen on them) and
 ``check_new``, added after the defaults were last changed and never used to choose anything:
 Neal's centred funnel at two scales (``funnel``: ``v ~ N(0, 1.5)``; ``funnel-neal``:
-``N(0, 3)``, where PyMC's NUTS is known to miss the neck) and a ring (``|b|`` normal about 3).
+``N(0, 3)``, where PyMC's NUTS is known to miss the neck), a ring (``|b|`` normal about 3), two
+modes (a fifth of the mass in a narrower mode 3.5 away) and a U-shaped ``Beta(0.4, 0.4)``.
 Results go to ``benchmarks/results/<output>.{json,md}``.
 """
 
@@ -197,6 +198,56 @@ def ring_reference(radius: float = 3.0, width: float = 0.3) -> Reference:
     )
 
 
+def two_modes_reference(weight: float = 0.2, distance: float = 3.5, width: float = 0.5):
+    """A mixture in two dimensions: ``N(0, I)`` and, with ``weight``, a narrower mode beside it.
+
+    A surrogate fitted on an exploration of the main mode may wall the small one off.
+    """
+
+    def log_density(b1, b2):
+        main = np.log1p(-weight) - 0.5 * (b1**2 + b2**2)
+        side = np.log(weight) - 2 * np.log(width) - ((b1 - distance) ** 2 + b2**2) / (2 * width**2)
+        return np.logaddexp(main, side)
+
+    def build():
+        with pm.Model() as model:
+            b = pm.Flat("b", shape=2)
+            main = np.log1p(-weight) - 0.5 * (b[0] ** 2 + b[1] ** 2)
+            side = (
+                np.log(weight)
+                - 2 * np.log(width)
+                - ((b[0] - distance) ** 2 + b[1] ** 2) / (2 * width**2)
+            )
+            pm.Potential("two_modes", pm.math.logaddexp(main, side))
+        return model
+
+    means, quantiles = _grid_reference(log_density, np.linspace(-7.0, 8.0, 3001))
+    return Reference(
+        "two-modes", "check_new", build, "b", means, quantiles, lambda b: b[:, 0] > distance / 2
+    )
+
+
+def u_beta_reference(alpha: float = 0.4) -> Reference:
+    """Independent ``Beta(0.4, 0.4)``, U-shaped: sampled in log-odds, heavy tails on both sides."""
+
+    def build():
+        with pm.Model() as model:
+            pm.Beta("p", alpha, alpha, shape=2)
+        return model
+
+    posterior = stats.beta(alpha, alpha)
+    quantiles = np.array([[posterior.ppf(q)] * 2 for q in QUANTILES])
+    return Reference(
+        "u-beta",
+        "check_new",
+        build,
+        "p",
+        np.full(2, 0.5),
+        quantiles,
+        lambda p: np.any((p < 0.01) | (p > 0.99), axis=1),
+    )
+
+
 REFERENCES = {
     "banana": lambda: banana_reference("banana", "tune", 1, 100, 2.0),
     "banana-2015": lambda: banana_reference("banana-2015", "tune", 2015, 100, 2.0),
@@ -205,6 +256,8 @@ REFERENCES = {
     "student-t": student_t_reference,
     "funnel": funnel_reference,
     "funnel-neal": lambda: funnel_reference("funnel-neal", 3.0),
+    "two-modes": two_modes_reference,
+    "u-beta": u_beta_reference,
     "ring": ring_reference,
 }
 
