@@ -263,10 +263,8 @@ class SurrogateAcceptanceRNSHMC(RNSHMC):
     (:class:`~pymc_rnshmc.hmc.corrections.ApproximateMetropolis`, the opt-in approximate test
     of ``SparseGridHMC``), the mistake the exact test exists to prevent: the chain samples
     ``exp(-U~)`` and never evaluates the model after the fit. Its bias is whatever the
-    surrogate gets wrong where the chain goes, unpredictable in size: small on the
-    hierarchical model, but on the nonlinear regression the network's extrapolation falls
-    away beyond its training draws and chains escape to ``sigma`` of 1e2 to 1e8. Only in the
-    tests.
+    surrogate gets wrong where the chain goes, unpredictable in size (the calibration runs it
+    with one early fit, :data:`ONE_EARLY_FIT`). Only in the tests.
     """
 
     name = "surrogate_acceptance_rnshmc"
@@ -302,6 +300,11 @@ KERNELS_ONLY = {"weigh_costs": False}
 """The surrogate samplers keep their surrogate: weighing costs hands these cheap models' chains
 to exact NUTS (the nonlinear regression's did so in every replication once exploration started
 at the mode, 2026-11-27), and the surrogate kernels are what is calibrated here."""
+ONE_EARLY_FIT = {"exploration_steps": 40, "refit_during_tuning": False}
+"""The surrogate-accepting sampler fits once, on a 40-draw exploration: with the defaults'
+refits and exploration from the mode its surrogate of the nonlinear regression became accurate
+enough that 100 replications passed the test (smallest p 0.08, 2026-11-29), which showed nothing
+of the test's power; with one early fit they fail (``sigma``: p = 1e-12)."""
 SAMPLERS: dict[str, SamplerSetting] = {
     "RNSHMC": SamplerSetting(RNSHMC, options=KERNELS_ONLY),
     "ARNSHMC": SamplerSetting(ARNSHMC, options=KERNELS_ONLY),
@@ -309,7 +312,9 @@ SAMPLERS: dict[str, SamplerSetting] = {
     "RNSRMHMC": SamplerSetting(RNSRMHMC, options=KERNELS_ONLY),
     "NUTS": SamplerSetting(pm.NUTS),
     "ShiftedRNSHMC": SamplerSetting(ShiftedRNSHMC, options=KERNELS_ONLY),
-    "SurrogateAcceptanceRNSHMC": SamplerSetting(SurrogateAcceptanceRNSHMC, options=KERNELS_ONLY),
+    "SurrogateAcceptanceRNSHMC": SamplerSetting(
+        SurrogateAcceptanceRNSHMC, options=KERNELS_ONLY | ONE_EARLY_FIT
+    ),
 }
 """PyMC's defaults for every sampler (1000 tuning draws, 1000 kept, default options), except
 ``KERNELS_ONLY``."""
