@@ -231,11 +231,7 @@ class WhitenedDiagAdapt(QuadPotentialDiagAdapt):
         if not self._forms and self._served >= 0.5 * len(self._var):
             self._forms = True
         if not self._forms:
-            result = self._factor @ (self._var * (self._factor.T @ x))
-            if out is None:
-                return result
-            out[...] = result
-            return out
+            return _written(self._factor @ (self._var * (self._factor.T @ x)), out)
         self._inverse_mass = self.covariance().astype(self.dtype)
         return _product(self._inverse_mass, x, out)
 
@@ -286,8 +282,15 @@ def _product(matrix: np.ndarray, vector: np.ndarray, out: np.ndarray | None) -> 
     try:
         return np.dot(matrix, vector, out=out)
     except ValueError:
-        out[...] = matrix @ vector
-        return out
+        return _written(matrix @ vector, out)
+
+
+def _written(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``result``, copied into ``out`` where given (PyMC's ``velocity(x, out)`` protocol)."""
+    if out is None:
+        return result
+    out[...] = result
+    return out
 
 
 def _content_key(draws: np.ndarray) -> tuple:
