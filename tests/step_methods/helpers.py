@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 
 import numpy as np
 
@@ -88,6 +89,20 @@ class DistortedSurrogate:
         if self.kind == "overflow":
             return np.where(np.expand_dims(far, -1), 1e308 * np.sign(gradient), gradient)
         raise ValueError(self.kind)
+
+
+class SlowFit(RandomNetworkSurrogate):
+    """A network whose fit first waits ``seconds`` (as a model's first evaluation compiles, or
+    a wide fit takes long); ``evaluates``: it declares ``fit_evaluates_models``."""
+
+    def __init__(self, seconds: float, evaluates: bool = False) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.fit_evaluates_models = evaluates
+
+    def fit(self, *args, **kwargs):
+        time.sleep(self.seconds)
+        return super().fit(*args, **kwargs)
 
 
 class _DistortedLearner:

@@ -36,7 +36,7 @@ from pymc_rnshmc.step_methods.economy import (
 from pymc_rnshmc.step_methods.exact_model import ExactModel
 from pymc_rnshmc.step_methods.schedule import Phase
 from pymc_rnshmc.step_methods.warmup import SurrogateWarmup
-from tests.step_methods.helpers import sample_with
+from tests.step_methods.helpers import SlowFit, sample_with
 from tests.step_methods.test_warmup import settings
 
 
@@ -342,14 +342,6 @@ def test_a_surrogate_that_cannot_pay_gives_way_to_exact_nuts(caplog):
     assert np.all(np.abs(draws.mean(axis=0) - [1.0, -1.0]) < 4 * np.array([0.5, 2.0]) / 10)
 
 
-class SlowFit(RandomNetworkSurrogate):
-    """A network whose fit takes a second longer: far more than a cheap model's NUTS needs."""
-
-    def fit(self, *args, **kwargs):
-        time.sleep(1.0)
-        return super().fit(*args, **kwargs)
-
-
 @pytest.mark.parametrize("weigh_costs", [True, False])
 def test_a_first_fit_slower_than_finishing_with_exact_nuts_is_abandoned(weigh_costs, caplog):
     clock = time.perf_counter()
@@ -358,7 +350,7 @@ def test_a_first_fit_slower_than_finishing_with_exact_nuts_is_abandoned(weigh_co
         tune=300,
         draws=200,
         seed=6,
-        surrogate=SlowFit(),
+        surrogate=SlowFit(1.0),  # far more than this cheap model's NUTS needs
         weigh_costs=weigh_costs,
         exploration_steps=100,
     )

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pymc_rnshmc import RandomNetworkSurrogate
 from pymc_rnshmc.exceptions import EvaluationTimeout
 from pymc_rnshmc.step_methods.economy import VERDICT_DRAWS, VERDICT_FIT_ERROR, Economy
 from pymc_rnshmc.step_methods.fit_setup import (
@@ -20,6 +19,7 @@ from pymc_rnshmc.step_methods.fit_setup import (
     setup_deadline,
     weighed_error,
 )
+from tests.step_methods.helpers import SlowFit
 from tests.step_methods.test_warmup import settings
 
 
@@ -95,24 +95,12 @@ def test_the_first_fit_is_told_at_info_refits_at_debug(caplog):
     assert "path length 1.1" in caplog.records[0].message
 
 
-class SlowFit(RandomNetworkSurrogate):
-    """A network whose fit first waits, as a model's first evaluation compiles."""
-
-    def __init__(self, evaluates: bool) -> None:
-        super().__init__()
-        self.fit_evaluates_models = evaluates
-
-    def fit(self, *args, **kwargs):
-        time.sleep(0.3)
-        return super().fit(*args, **kwargs)
-
-
 @pytest.mark.parametrize("evaluates", [False, True])
 def test_a_fit_past_its_limit_is_abandoned_unless_it_evaluates_a_model(evaluates):
     rng = np.random.default_rng(2)
     positions = rng.normal(size=(60, 2))
     window = (positions, 0.5 * np.sum(positions**2, axis=1), positions)
-    host = SimpleNamespace(new_surrogate=lambda: SlowFit(evaluates))
+    host = SimpleNamespace(new_surrogate=lambda: SlowFit(0.3, evaluates))
     clock = time.perf_counter()
     if not evaluates:
         with pytest.raises(EvaluationTimeout):

@@ -17,7 +17,7 @@ from tests.step_methods.conftest import DRAWS, TUNE
 from tests.step_methods.helpers import start_chain
 
 
-def sample_one_chain(step, draws: int, seed: int, tune: int = TUNE):
+def sample_one_chain(step, draws: int, seed: int, tune: int = TUNE, **options):
     """``pm.sample`` of one quiet chain with ``step`` (inside a model context)."""
     return pm.sample(
         step=step,
@@ -27,6 +27,7 @@ def sample_one_chain(step, draws: int, seed: int, tune: int = TUNE):
         random_seed=seed,
         progressbar=False,
         compute_convergence_checks=False,
+        **options,
     )
 
 
@@ -343,14 +344,10 @@ def test_a_reused_step_samples_the_data_set_between_its_calls(sampler):
 def test_a_multitrace_and_the_callback_carry_the_declared_stats(model, sampler):
     draws = []
     with model:
-        trace = pm.sample(
-            step=sampler.make(),
-            tune=TUNE,
+        trace = sample_one_chain(
+            sampler.make(),
             draws=20,
-            chains=1,
-            random_seed=4,
-            progressbar=False,
-            compute_convergence_checks=False,
+            seed=4,
             return_inferencedata=False,
             callback=lambda trace, draw: draws.append(draw),
         )
