@@ -177,13 +177,12 @@ when accepted: ranks U-shaped, p = 5e-5 on tau, 2026-11-24), so exact NUTS sampl
 
 
 SURROGATE_SHARE = 0.8
-"""A replication drew with its surrogate if this share of its kept draws were surrogate draws
-(the safety net makes a tenth of them exact NUTS draws, at random)."""
-SURROGATE_REPLICATIONS = 1 / 3
-"""... and at least this share of a surrogate sampler's replications must have (2026-11-29: the
-hierarchy's replications with a small ``tau`` are a funnel whose walls hand the chain to exact
-NUTS, so 56 of RNSHMC's 100 and about 23 of RNSRMHMC's 40 drew with their surrogate, every
-nonlinear regression's did)."""
+"""The median replication of a surrogate sampler must have drawn this share of its kept draws
+with the surrogate: the safety net makes a tenth of them exact NUTS draws at random, so a
+median of 0.9, the check before, failed or passed by chance (0.886-0.899 on 2026-11-29). On the
+hierarchy the replications with a small ``tau`` are a funnel whose walls hand the chain to
+exact NUTS: 56 of RNSHMC's 100 and about 23 of RNSRMHMC's 40 drew with their surrogate (2 of
+RNSHMC's 20 went exact when the check was written), a majority still."""
 
 
 def replications(model: str, sampler: str) -> int:
@@ -202,10 +201,10 @@ def test_sampler_is_calibrated(model, sampler):
     Chi-square per parameter (10 bins of 10 expected at 100 replications, 5 of 8 at 40),
     Bonferroni over the parameters, family-wise alpha 0.1 % per case, so 1 % over the ten
     cases. NUTS is the harness's own control. The surrogate samplers must also have drawn
-    with their surrogate in enough replications (``SURROGATE_SHARE``,
-    ``SURROGATE_REPLICATIONS``; a replication whose surrogate collapsed or met a wall samples
-    with exact NUTS, which is calibrated but not the sampler's own kernel), except where the
-    surrogate must be refused (``REFUSED``).
+    with their surrogate in most replications (median share ``SURROGATE_SHARE``, the net's
+    tenth aside; a replication whose surrogate collapsed or met a wall samples with exact
+    NUTS, which is calibrated but not the sampler's own kernel), except where the surrogate
+    must be refused (``REFUSED``).
 
     Seconds per replication, measured with 3 replications each in one process on 2 cores that
     two other test suites kept busy (load 2-4); at load 2 they took about 0.6 times as long
@@ -241,8 +240,7 @@ def test_sampler_is_calibrated(model, sampler):
     if (model, sampler) in REFUSED:
         assert max(shares) == 0.0, result.summary()
     elif sampler != "NUTS":
-        drew_with_surrogate = np.mean(np.asarray(shares) >= SURROGATE_SHARE)
-        assert drew_with_surrogate >= SURROGATE_REPLICATIONS, result.summary()
+        assert np.median(shares) >= SURROGATE_SHARE, result.summary()
 
 
 @pytest.mark.slow
